@@ -1,0 +1,1 @@
+"""The memoryport contract suite (an opt-in pytest plugin). Under construction."""

@@ -1,0 +1,86 @@
+"""memoryport: long-term memory for AI agents through one small port.
+
+A host picks a backend, holds it as a :class:`GuardedMemory`, and hands its
+model ``remember``, ``recall`` and ``forget`` tools::
+
+    from memoryport import MemoryRecord, MemoryScope, SQLiteMemory
+
+    memory = SQLiteMemory("memory.db")
+    ann = MemoryScope(user_id="ann")
+    memory.add_sync([MemoryRecord(scope=ann, text="Ann likes green tea")])
+    hits = memory.search_sync("tea", scope=ann)
+
+Backends and SDK adapters are resolved lazily on first use, so importing
+memoryport imports no SDK.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ._embedding import CallableEmbedder, EmbeddingPort
+from ._errors import (
+    BackendError,
+    EmbedderMismatch,
+    EmbeddingError,
+    InvalidInput,
+    MemoryportError,
+    MissingExtra,
+    UnsupportedCapability,
+    UsageError,
+)
+from ._events import EventSink, MemoryEvent
+from ._guard import GuardedMemory
+from ._port import Capability, MemoryPort, SearchResults
+from ._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemoryScope, MetadataValue
+
+if TYPE_CHECKING:
+    from .adapters.callable import CallableMemory
+
+__version__ = "0.1.0"
+
+# name -> module that defines it; imported on first attribute access.
+_LAZY: dict[str, str] = {
+    "CallableMemory": "memoryport.adapters.callable",
+}
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "BackendError",
+    "CallableEmbedder",
+    "CallableMemory",
+    "Capability",
+    "EmbedderMismatch",
+    "EmbeddingError",
+    "EmbeddingPort",
+    "EventSink",
+    "GuardedMemory",
+    "InvalidInput",
+    "Limits",
+    "MemoryEvent",
+    "MemoryHit",
+    "MemoryPort",
+    "MemoryRecord",
+    "MemoryScope",
+    "MemoryportError",
+    "MetadataValue",
+    "MissingExtra",
+    "SearchResults",
+    "UnsupportedCapability",
+    "UsageError",
+    "__version__",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'memoryport' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

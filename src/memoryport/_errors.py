@@ -1,0 +1,111 @@
+"""The exception tree of memoryport.
+
+Every error the package raises on purpose derives from :class:`MemoryportError`::
+
+    MemoryportError
+    ├── InvalidInput (ValueError)        bad records, scopes, queries, ids, filters
+    ├── UnsupportedCapability            the backend cannot do what was asked
+    ├── UsageError                       the API was called the wrong way
+    │   └── EmbedderMismatch             a file was opened with another embedder
+    ├── BackendError                     a backend or third-party SDK failed (chained)
+    │   └── EmbeddingError               an embedder failed
+    └── MissingExtra (ImportError)       an optional dependency is not installed
+
+Error messages name fields and limits, never the stored texts.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BackendError",
+    "EmbedderMismatch",
+    "EmbeddingError",
+    "InvalidInput",
+    "MemoryportError",
+    "MissingExtra",
+    "UnsupportedCapability",
+    "UsageError",
+]
+
+
+class MemoryportError(Exception):
+    """Root of every error memoryport raises on purpose."""
+
+
+class InvalidInput(MemoryportError, ValueError):
+    """Input was refused; nothing was stored or changed.
+
+    Attributes:
+        field: where the problem is, for example ``"records[2].text"``.
+        limit: the name of the limit that was exceeded, when one was
+            (for example ``"max_text_chars"``), else ``None``.
+
+    Example:
+        >>> from memoryport import MemoryScope, InvalidInput
+        >>> try:
+        ...     MemoryScope()
+        ... except InvalidInput as exc:
+        ...     print(exc.field)
+        scope
+    """
+
+    def __init__(self, message: str, *, field: str, limit: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.limit = limit
+
+
+class UnsupportedCapability(MemoryportError):
+    """The backend does not support what the call needs; it was not called.
+
+    Attributes:
+        capability: the missing capability's value, e.g. ``"session_scope"``.
+        backend: the backend's name.
+    """
+
+    def __init__(self, message: str, *, capability: str, backend: str) -> None:
+        super().__init__(message)
+        self.capability = capability
+        self.backend = backend
+
+
+class UsageError(MemoryportError):
+    """The API was used the wrong way (a missing scope, a sync call inside a loop, ...)."""
+
+
+class EmbedderMismatch(UsageError):
+    """A store was opened with an embedder other than the one its vectors came from."""
+
+
+class BackendError(MemoryportError):
+    """A backend or its SDK failed. The original exception is chained as ``__cause__``.
+
+    Attributes:
+        backend: the backend's name.
+        operation: the port operation that failed (``"add"``, ``"search"``, ...).
+    """
+
+    def __init__(self, message: str, *, backend: str, operation: str) -> None:
+        super().__init__(message)
+        self.backend = backend
+        self.operation = operation
+
+
+class EmbeddingError(BackendError):
+    """An embedder failed or returned rows of the wrong shape."""
+
+
+class MissingExtra(MemoryportError, ImportError):
+    """An optional dependency is missing; the message holds the exact install line.
+
+    Attributes:
+        extra: the name of the extra, e.g. ``"mem0"``.
+    """
+
+    def __init__(self, extra: str, *, package: str, feature: str) -> None:
+        super().__init__(
+            f"{feature} needs the optional dependency {package!r}, which is not installed. "
+            f'Install it with: pip install "memoryport[{extra}]"'
+        )
+        self.extra = extra
+        self.package = package

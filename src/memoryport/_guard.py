@@ -1,0 +1,573 @@
+"""GuardedMemory: the one façade in front of every backend."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from ._errors import BackendError, InvalidInput, MemoryportError, UnsupportedCapability, UsageError
+from ._events import EventSink, MemoryEvent, _telemetry, current_sink, deliver
+from ._port import Capability, MemoryPort, SearchResults
+from ._records import (
+    DEFAULT_LIMITS,
+    Limits,
+    MemoryHit,
+    MemoryRecord,
+    MemoryScope,
+    MetadataValue,
+    _check_scalar,
+    new_id,
+    utcnow,
+)
+from ._sync import run_sync
+
+__all__ = ["GuardedMemory"]
+
+logger = logging.getLogger("memoryport")
+T = TypeVar("T")
+
+_OPERATIONS = ("add", "search", "get", "delete", "export", "purge")
+
+
+class GuardedMemory:
+    """What a host holds: any :class:`MemoryPort` behind one set of guarantees.
+
+    The guard checks input, refuses what the backend cannot do
+    (:class:`UnsupportedCapability`, before calling it), drops records outside
+    the query's scope or past their expiry or retention on the way out (a
+    backend returning another scope's record is logged as a WARNING and counted
+    in :attr:`dropped_out_of_scope`), emits content-free events and
+    OpenTelemetry spans, and offers a blocking ``*_sync`` twin of every method.
+
+    Args:
+        port: the backend.
+        retention_days: hide (and let ``purge`` remove) records older than this.
+        limits: input bounds; see :class:`Limits`.
+        sink: where events go when a call passes no ``ctx``.
+        capture_content: let texts ride on events (only to sinks that capture too).
+
+    Example:
+        >>> from memoryport import GuardedMemory, MemoryRecord, MemoryScope
+        >>> memory = GuardedMemory(MyStore())                      # doctest: +SKIP
+        >>> ann = MemoryScope(user_id="ann")
+        >>> memory.add_sync([MemoryRecord(scope=ann, text="Ann likes tea")])  # doctest: +SKIP
+        ['3f0c...']
+        >>> [h.record.text for h in memory.search_sync("tea", scope=ann)]  # doctest: +SKIP
+        ['Ann likes tea']
+
+    The ``*_sync`` twins run on one background event loop and work from any
+    thread; called inside a running event loop they raise :class:`UsageError`
+    naming the ``await`` form.
+    """
+
+    def __init__(
+        self,
+        port: MemoryPort,
+        *,
+        retention_days: float | None = None,
+        limits: Limits = DEFAULT_LIMITS,
+        sink: EventSink | None = None,
+        capture_content: bool = False,
+    ) -> None:
+        if isinstance(port, GuardedMemory):
+            raise UsageError("GuardedMemory(port) got a GuardedMemory; pass its .port or use it as is")
+        missing = [op for op in _OPERATIONS if not callable(getattr(port, op, None))]
+        if missing or not hasattr(port, "capabilities"):
+            raise UsageError(
+                f"{type(port).__name__} is not a MemoryPort: missing "
+                f"{', '.join(missing) or 'capabilities'}"
+            )
+        if retention_days is not None and not retention_days > 0:
+            raise InvalidInput("retention_days must be a positive number or None", field="retention_days")
+        self._port = port
+        self._capabilities = frozenset(Capability(c) for c in port.capabilities)
+        self._backend = str(getattr(port, "name", type(port).__name__))
+        self._retention = None if retention_days is None else timedelta(days=retention_days)
+        self.limits = limits
+        self.sink = sink
+        self.capture_content = capture_content
+        self._dropped = 0
+
+    # -- introspection -------------------------------------------------
+
+    @property
+    def port(self) -> MemoryPort:
+        """The backend behind the guard (plain storage, no checks)."""
+        return self._port
+
+    @property
+    def backend(self) -> str:
+        """The backend's name."""
+        return self._backend
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """What the backend supports."""
+        return self._capabilities
+
+    @property
+    def user_only(self) -> bool:
+        """True when the backend accepts only ``MemoryScope(user_id=...)`` and no metadata."""
+        return not (
+            {Capability.SESSION_SCOPE, Capability.AGENT_SCOPE, Capability.METADATA} & self._capabilities
+        )
+
+    @property
+    def retention_days(self) -> float | None:
+        """The retention period in days, or ``None``."""
+        return None if self._retention is None else self._retention.total_seconds() / 86400
+
+    @property
+    def dropped_out_of_scope(self) -> int:
+        """How many records the backend returned outside the query's scope (a backend bug)."""
+        return self._dropped
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(backend={self._backend!r})"
+
+    # -- checks ----------------------------------------------------------
+
+    def _require(self, capability: Capability, what: str) -> None:
+        if capability not in self._capabilities:
+            raise UnsupportedCapability(
+                f"{what} needs the {capability.value!r} capability, which the "
+                f"{self._backend!r} backend does not have",
+                capability=capability.value,
+                backend=self._backend,
+            )
+
+    def _check_scope(self, scope: object, field: str = "scope") -> MemoryScope:
+        if scope is None:
+            raise UsageError(f"{field} is required: pass scope=MemoryScope(user_id=...)")
+        if not isinstance(scope, MemoryScope):
+            raise UsageError(f"{field} must be a MemoryScope, not {type(scope).__name__}")
+        self.limits.check_scope(scope, field)
+        if scope.session_id is not None:
+            self._require(Capability.SESSION_SCOPE, f"{field} with a session_id")
+        if scope.agent_id is not None:
+            self._require(Capability.AGENT_SCOPE, f"{field} with an agent_id")
+        if scope.user_id is None and not (scope.session_id or scope.agent_id):
+            raise UsageError(f"{field} must set at least one id")
+        return scope
+
+    def _visible(self, record: object, scope: MemoryScope, now: datetime) -> bool:
+        if not isinstance(record, MemoryRecord):
+            raise BackendError(
+                f"backend {self._backend!r} returned a {type(record).__name__}, not a MemoryRecord",
+                backend=self._backend,
+                operation="read",
+            )
+        if not scope.covers(record.scope):
+            self._dropped += 1
+            logger.warning(
+                "backend %r returned a record outside the query's scope; dropped it (a backend bug)",
+                self._backend,
+            )
+            return False
+        if record.is_expired(now):
+            return False
+        return not (self._retention is not None and record.created_at < now - self._retention)
+
+    # -- instrumentation -------------------------------------------------
+
+    async def _run(
+        self,
+        operation: str,
+        event_name: str,
+        call: Callable[[], Awaitable[T]],
+        count: Callable[[T], int],
+        ctx: EventSink | None,
+        *,
+        scope: MemoryScope | None = None,
+        k: int | None = None,
+        mode: Callable[[T], str] | None = None,
+        arguments: Callable[[], Mapping[str, Any]] | None = None,
+        result: Callable[[T], Any] | None = None,
+    ) -> T:
+        sink = ctx if ctx is not None else self.sink
+        attrs: dict[str, str | int] = {"memory.backend": self._backend}
+        if scope is not None:
+            attrs["memory.scope_kind"] = scope.kind
+        if k is not None:
+            attrs["memory.k"] = k
+        telemetry = _telemetry()
+        token = current_sink.set(sink)
+        start = time.perf_counter()
+        value: T | None = None
+        error: str | None = None
+        n, m = 0, None
+        try:
+            with telemetry.span(operation, attrs) as span:
+                try:
+                    value = await call()
+                except MemoryportError as exc:
+                    error = type(exc).__name__
+                    raise
+                except Exception as exc:
+                    error = type(exc).__name__
+                    logger.warning("backend %r failed in %s: %s", self._backend, operation, error)
+                    raise BackendError(
+                        f"backend {self._backend!r} failed in {operation}: {error}",
+                        backend=self._backend,
+                        operation=operation,
+                    ) from exc
+                finally:
+                    if value is not None:
+                        n = count(value)
+                        m = None if mode is None else mode(value)
+                    span.set_attribute("memory.count", n)
+                    if m is not None:
+                        span.set_attribute("memory.mode", m)
+                    if error is not None:
+                        span.set_attribute("error.type", error)
+        finally:
+            current_sink.reset(token)
+            event = MemoryEvent(
+                name=event_name,
+                backend=self._backend,
+                count=n,
+                latency_ms=(time.perf_counter() - start) * 1000,
+                scope_kind=None if scope is None else scope.kind,
+                k=k,
+                mode=m,
+                error=error,
+                arguments=arguments() if (self.capture_content and arguments) else None,
+                result=result(value) if (self.capture_content and result and value is not None) else None,
+            )
+            telemetry.record(event, operation)
+            deliver(sink, event)
+        return value  # type: ignore[return-value]
+
+    # -- the port ----------------------------------------------------------
+
+    async def add(self, records: Sequence[MemoryRecord], *, ctx: EventSink | None = None) -> list[str]:
+        """Store a batch of records, all or nothing; return their ids in order.
+
+        Records without an id get a fresh one. Raises :class:`InvalidInput` for a
+        bad record (naming it, e.g. ``records[3].text``) and
+        :class:`UnsupportedCapability` for a scope, metadata or expiry the
+        backend cannot hold; nothing is stored then.
+
+        Example:
+            >>> ids = await memory.add([MemoryRecord(scope=ann, text="Ann likes tea")])  # doctest: +SKIP
+        """
+        if isinstance(records, (MemoryRecord, str)) or not isinstance(records, Sequence):
+            raise UsageError("add() takes a list of MemoryRecord, e.g. add([MemoryRecord(...)])")
+        if len(records) > self.limits.max_batch:
+            raise InvalidInput(
+                f"records has {len(records):,} items; the limit is {self.limits.max_batch:,} "
+                "(Limits.max_batch); split the batch",
+                field="records",
+                limit="max_batch",
+            )
+        if not records:
+            return []
+        now = utcnow()
+        prepared: list[MemoryRecord] = []
+        seen: set[str] = set()
+        for i, record in enumerate(records):
+            field = f"records[{i}]"
+            if not isinstance(record, MemoryRecord):
+                raise UsageError(f"{field} is a {type(record).__name__}, not a MemoryRecord")
+            self._check_scope(record.scope, f"{field}.scope")
+            self.limits.check_record(record, field, now)
+            if record.metadata:
+                self._require(Capability.METADATA, f"{field}.metadata")
+            if record.expires_at is not None:
+                self._require(Capability.EXPIRY, f"{field}.expires_at")
+            if record.id is None:
+                record = record.model_copy(update={"id": new_id()})
+            assert record.id is not None
+            if record.id in seen:
+                raise InvalidInput(f"{field}.id repeats an id earlier in the batch", field=f"{field}.id")
+            seen.add(record.id)
+            prepared.append(record)
+
+        async def call() -> list[str]:
+            ids = await self._port.add(prepared)
+            if ids is None:
+                return [r.id for r in prepared if r.id is not None]
+            ids = [str(i) for i in ids]
+            if len(ids) != len(prepared):
+                raise BackendError(
+                    f"backend {self._backend!r} returned {len(ids)} ids for {len(prepared)} records",
+                    backend=self._backend,
+                    operation="add",
+                )
+            return ids
+
+        scope = prepared[0].scope
+        return await self._run(
+            "add",
+            "memory.added",
+            call,
+            len,
+            ctx,
+            scope=scope if all(r.scope == scope for r in prepared) else None,
+            arguments=lambda: {"texts": [r.text for r in prepared]},
+        )
+
+    async def search(
+        self,
+        query: str = "",
+        *,
+        scope: MemoryScope | None = None,
+        k: int = 5,
+        filters: Mapping[str, MetadataValue] | None = None,
+        ctx: EventSink | None = None,
+    ) -> list[MemoryHit]:
+        """The ``k`` best records in ``scope`` for ``query``, best first.
+
+        An empty query lists the newest records (mode ``recent``). ``filters``
+        match metadata exactly and need the ``filters`` capability.
+
+        Example:
+            >>> hits = await memory.search("tea", scope=ann, k=3)  # doctest: +SKIP
+        """
+        checked = self._check_scope(scope)
+        if not isinstance(query, str):
+            raise UsageError(f"query must be a str, not {type(query).__name__}")
+        if len(query) > self.limits.max_query_chars:
+            raise InvalidInput(
+                f"query is {len(query):,} characters; the limit is "
+                f"{self.limits.max_query_chars:,} (Limits.max_query_chars)",
+                field="query",
+                limit="max_query_chars",
+            )
+        try:
+            _check_scalar(query, "query")
+        except ValueError as exc:
+            raise InvalidInput(str(exc), field="query") from None
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= self.limits.max_k:
+            raise InvalidInput(
+                f"k must be an integer from 1 to {self.limits.max_k} (Limits.max_k)", field="k", limit="max_k"
+            )
+        if filters is not None:
+            if not isinstance(filters, Mapping):
+                raise UsageError("filters must be a mapping of metadata key to value")
+            if filters:
+                self._require(Capability.FILTERS, "search(filters=...)")
+                try:
+                    for key, value in filters.items():
+                        if not isinstance(key, str) or not key:
+                            raise ValueError("filter keys must be non-empty strings")
+                        _check_scalar(value, f"filter {key!r}")
+                except ValueError as exc:
+                    raise InvalidInput(str(exc), field="filters") from None
+                self.limits.check_metadata(filters, "filters")
+            else:
+                filters = None
+        recent = not query.strip()
+
+        async def call() -> SearchResults:
+            fetch = k
+            while True:
+                raw = await self._port.search(query, scope=checked, k=fetch, filters=filters)
+                now = utcnow()
+                hits = [h for h in raw if self._visible(_hit(h, self._backend).record, checked, now)]
+                if len(hits) >= k or len(raw) < fetch or fetch >= self.limits.max_k * 4:
+                    break
+                fetch = min(fetch * 4, self.limits.max_k * 4)
+            if recent:
+                hits.sort(key=lambda h: h.record.created_at, reverse=True)
+                mode = "recent"
+            else:
+                hits.sort(key=lambda h: h.score, reverse=True)
+                mode = getattr(raw, "mode", None) or _mode_of(hits)
+            return SearchResults(hits[:k], mode=mode)
+
+        return await self._run(
+            "search",
+            "memory.searched",
+            call,
+            len,
+            ctx,
+            scope=checked,
+            k=k,
+            mode=lambda r: str(r.mode),
+            arguments=lambda: {"query": query},
+            result=lambda r: [h.record.text for h in r],
+        )
+
+    async def get(
+        self, id: str, *, scope: MemoryScope | None = None, ctx: EventSink | None = None
+    ) -> MemoryRecord | None:
+        """The record with this id, or ``None`` if it is absent, expired or outside ``scope``.
+
+        Example:
+            >>> record = await memory.get(ids[0], scope=ann)  # doctest: +SKIP
+        """
+        checked = self._check_scope(scope)
+        self._require(Capability.GET, "get()")
+        record_id = self.limits.check_id(id, "id")
+
+        async def call() -> list[MemoryRecord]:
+            record = await self._port.get(record_id, scope=checked)
+            if record is None or not self._visible(record, checked, utcnow()):
+                return []
+            return [record]
+
+        found = await self._run(
+            "get", "memory.fetched", call, len, ctx, scope=checked, result=lambda r: [x.text for x in r]
+        )
+        return found[0] if found else None
+
+    async def delete(
+        self,
+        ids: Sequence[str] | None = None,
+        *,
+        scope: MemoryScope | None = None,
+        ctx: EventSink | None = None,
+    ) -> int:
+        """Delete the given ids within ``scope``, or every record ``scope`` covers.
+
+        ``delete(scope=MemoryScope(user_id="ann"))`` erases Ann. An empty list
+        deletes nothing. Ids outside the scope are left alone and not counted.
+
+        Example:
+            >>> await memory.delete([ids[0]], scope=ann)  # doctest: +SKIP
+            1
+        """
+        checked = self._check_scope(scope)
+        self._require(Capability.DELETE, "delete()")
+        wanted: list[str] | None = None
+        if ids is not None:
+            if isinstance(ids, str) or not isinstance(ids, Sequence):
+                raise UsageError("delete() takes a list of ids, e.g. delete([id], scope=...)")
+            if len(ids) > self.limits.max_ids:
+                raise InvalidInput(
+                    f"ids has {len(ids):,} items; the limit is {self.limits.max_ids:,} (Limits.max_ids)",
+                    field="ids",
+                    limit="max_ids",
+                )
+            wanted = list(dict.fromkeys(self.limits.check_id(x, f"ids[{i}]") for i, x in enumerate(ids)))
+            if not wanted:
+                return 0
+
+        async def call() -> int:
+            n = await self._port.delete(wanted, scope=checked)
+            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                raise BackendError(
+                    f"backend {self._backend!r} returned {n!r} from delete, not a count",
+                    backend=self._backend,
+                    operation="delete",
+                )
+            return n
+
+        return await self._run("delete", "memory.deleted", call, lambda n: n, ctx, scope=checked)
+
+    async def export(self, scope: MemoryScope | None = None, *, ctx: EventSink | None = None) -> list[MemoryRecord]:
+        """Every live record ``scope`` covers, oldest first: a data-access answer.
+
+        Example:
+            >>> records = await memory.export(ann)  # doctest: +SKIP
+        """
+        checked = self._check_scope(scope)
+        self._require(Capability.EXPORT, "export()")
+
+        async def call() -> list[MemoryRecord]:
+            records = await self._port.export(checked)
+            now = utcnow()
+            live = [r for r in records if self._visible(r, checked, now)]
+            live.sort(key=lambda r: (r.created_at, r.id or ""))
+            return live
+
+        return await self._run(
+            "export",
+            "memory.exported",
+            call,
+            len,
+            ctx,
+            scope=checked,
+            result=lambda r: [x.text for x in r],
+        )
+
+    async def purge(self, *, ctx: EventSink | None = None) -> int:
+        """Physically remove what ``expires_at`` or retention already hides; return how many.
+
+        Example:
+            >>> await memory.purge()  # doctest: +SKIP
+            0
+        """
+        self._require(Capability.PURGE, "purge()")
+        now = utcnow()
+        cutoff = None if self._retention is None else now - self._retention
+
+        async def call() -> int:
+            return int(await self._port.purge(now=now, created_before=cutoff))
+
+        return await self._run("purge", "memory.purged", call, lambda n: n, ctx)
+
+    async def aclose(self) -> None:
+        """Release the backend's resources (if it has an ``aclose``)."""
+        close = getattr(self._port, "aclose", None)
+        if close is not None:
+            await close()
+
+    async def __aenter__(self) -> GuardedMemory:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- blocking twins ----------------------------------------------------
+
+    def add_sync(self, records: Sequence[MemoryRecord], *, ctx: EventSink | None = None) -> list[str]:
+        """Blocking twin of :meth:`add`."""
+        return run_sync(self.add(records, ctx=ctx), method="add")
+
+    def search_sync(
+        self,
+        query: str = "",
+        *,
+        scope: MemoryScope | None = None,
+        k: int = 5,
+        filters: Mapping[str, MetadataValue] | None = None,
+        ctx: EventSink | None = None,
+    ) -> list[MemoryHit]:
+        """Blocking twin of :meth:`search`."""
+        return run_sync(self.search(query, scope=scope, k=k, filters=filters, ctx=ctx), method="search")
+
+    def get_sync(
+        self, id: str, *, scope: MemoryScope | None = None, ctx: EventSink | None = None
+    ) -> MemoryRecord | None:
+        """Blocking twin of :meth:`get`."""
+        return run_sync(self.get(id, scope=scope, ctx=ctx), method="get")
+
+    def delete_sync(
+        self, ids: Sequence[str] | None = None, *, scope: MemoryScope | None = None, ctx: EventSink | None = None
+    ) -> int:
+        """Blocking twin of :meth:`delete`."""
+        return run_sync(self.delete(ids, scope=scope, ctx=ctx), method="delete")
+
+    def export_sync(self, scope: MemoryScope | None = None, *, ctx: EventSink | None = None) -> list[MemoryRecord]:
+        """Blocking twin of :meth:`export`."""
+        return run_sync(self.export(scope, ctx=ctx), method="export")
+
+    def purge_sync(self, *, ctx: EventSink | None = None) -> int:
+        """Blocking twin of :meth:`purge`."""
+        return run_sync(self.purge(ctx=ctx), method="purge")
+
+    def close(self) -> None:
+        """Blocking twin of :meth:`aclose`."""
+        run_sync(self.aclose(), method="close")
+
+
+def _hit(hit: object, backend: str) -> MemoryHit:
+    if not isinstance(hit, MemoryHit):
+        raise BackendError(
+            f"backend {backend!r} returned a {type(hit).__name__} from search, not a MemoryHit",
+            backend=backend,
+            operation="search",
+        )
+    return hit
+
+
+def _mode_of(hits: Sequence[MemoryHit]) -> str:
+    signals = {h.signal for h in hits}
+    if len(signals) == 1:
+        return next(iter(signals))
+    return "hybrid" if signals else "backend"

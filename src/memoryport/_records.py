@@ -1,0 +1,391 @@
+"""Records: scopes, memories, hits, and the input limits the guard enforces."""
+
+from __future__ import annotations
+
+import json
+import math
+import unicodedata
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ._errors import InvalidInput
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "Limits",
+    "MemoryHit",
+    "MemoryRecord",
+    "MemoryScope",
+    "MetadataValue",
+    "Signal",
+    "new_id",
+    "utcnow",
+]
+
+MetadataValue = Union[str, int, float, bool, None]
+"""A metadata value: a JSON scalar."""
+
+Signal = Literal["keyword", "vector", "hybrid", "recent", "backend"]
+"""Which signal produced a hit."""
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware, in UTC."""
+    return datetime.now(timezone.utc)
+
+
+def new_id() -> str:
+    """A fresh record id (a random UUID4 in its 32-character hex form)."""
+    return uuid.uuid4().hex
+
+
+def _bad_chars(value: str, *, allow_whitespace_controls: bool) -> str | None:
+    """Name the first unacceptable character class in ``value``, if any."""
+    for ch in value:
+        if ch == "\x00":
+            return "a NUL character"
+        if 0xD800 <= ord(ch) <= 0xDFFF:
+            return "a lone surrogate (not encodable as UTF-8)"
+        if not allow_whitespace_controls and unicodedata.category(ch) == "Cc":
+            return "a control character"
+    return None
+
+
+def _check_utf8(value: str, field: str) -> None:
+    for ch in value:
+        if 0xD800 <= ord(ch) <= 0xDFFF:
+            raise ValueError(f"{field} contains a lone surrogate (not encodable as UTF-8)")
+
+
+class _Model(BaseModel):
+    """Base model whose validation failures raise :class:`InvalidInput`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, **data: Any) -> None:
+            try:
+                super().__init__(**data)
+            except ValidationError as exc:
+                raise _invalid(exc, type(self).__name__) from None
+
+        @classmethod
+        def model_validate(cls, obj: Any, **kwargs: Any) -> Any:
+            try:
+                return super().model_validate(obj, **kwargs)
+            except ValidationError as exc:
+                raise _invalid(exc, cls.__name__) from None
+
+        @classmethod
+        def model_validate_json(cls, json_data: Any, **kwargs: Any) -> Any:
+            try:
+                return super().model_validate_json(json_data, **kwargs)
+            except ValidationError as exc:
+                raise _invalid(exc, cls.__name__) from None
+
+
+_FIELD_NAMES = {"MemoryScope": "scope", "MemoryRecord": "record", "MemoryHit": "hit"}
+
+
+def _invalid(exc: ValidationError, model: str) -> InvalidInput:
+    """Turn pydantic's error into ours, without echoing the input value."""
+    err = exc.errors(include_url=False, include_input=False)[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    field = f"{_FIELD_NAMES.get(model, model)}.{loc}" if loc else _FIELD_NAMES.get(model, model)
+    msg = str(err["msg"])
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    return InvalidInput(f"{field}: {msg}", field=field)
+
+
+class MemoryScope(_Model):
+    """Whose memory this is: an end user, a session (chat) and/or an agent.
+
+    At least one id must be set. A query scope *covers* a record's scope when
+    the user ids are equal (both may be ``None``) and the session and agent ids
+    are equal wherever the query sets them.
+
+    Example:
+        >>> ann = MemoryScope(user_id="ann")
+        >>> ann.covers(MemoryScope(user_id="ann", session_id="s1"))
+        True
+        >>> MemoryScope(user_id="ann", session_id="s1").covers(MemoryScope(user_id="ann"))
+        False
+        >>> ann.covers(MemoryScope(user_id="ben"))
+        False
+        >>> MemoryScope(user_id="ann", session_id="s1").kind
+        'user+session'
+    """
+
+    user_id: str | None = None
+    session_id: str | None = None
+    agent_id: str | None = None
+
+    @field_validator("user_id", "session_id", "agent_id")
+    @classmethod
+    def _check_id(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError("must be a non-empty string or None")
+        bad = _bad_chars(value, allow_whitespace_controls=False)
+        if bad:
+            raise ValueError(f"must not contain {bad}")
+        return value
+
+    @model_validator(mode="after")
+    def _at_least_one(self) -> MemoryScope:
+        if self.user_id is None and self.session_id is None and self.agent_id is None:
+            raise ValueError("at least one of user_id, session_id, agent_id must be set")
+        return self
+
+    def covers(self, other: MemoryScope) -> bool:
+        """Whether a query in this scope may see a record stored in ``other``."""
+        if self.user_id != other.user_id:
+            return False
+        if self.session_id is not None and self.session_id != other.session_id:
+            return False
+        return self.agent_id is None or self.agent_id == other.agent_id
+
+    @property
+    def kind(self) -> str:
+        """Which ids are set, joined by ``+`` (``"user"``, ``"user+session"``, ...)."""
+        parts = [
+            name
+            for name, value in (
+                ("user", self.user_id),
+                ("session", self.session_id),
+                ("agent", self.agent_id),
+            )
+            if value is not None
+        ]
+        return "+".join(parts)
+
+
+def _aware_utc(value: datetime, field: str) -> datetime:
+    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+        raise ValueError(f"{field} must be timezone-aware (got a naive datetime)")
+    return value.astimezone(timezone.utc)
+
+
+class MemoryRecord(_Model):
+    """One memory: a text in a scope, with optional flat metadata and an expiry.
+
+    ``id`` is assigned on add when absent. ``created_at`` defaults to now and is
+    normalised to UTC; ``expires_at``, when set, must come after it.
+
+    Example:
+        >>> r = MemoryRecord(scope=MemoryScope(user_id="ann"), text="Ann likes green tea",
+        ...                  metadata={"kind": "preference"})
+        >>> r.created_at.tzinfo is not None
+        True
+    """
+
+    id: str | None = None
+    scope: MemoryScope
+    text: str
+    metadata: dict[str, MetadataValue] = Field(default_factory=dict)
+    created_at: datetime = Field(default_factory=utcnow)
+    expires_at: datetime | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _check_record_id(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError("must be a non-empty string or None")
+        bad = _bad_chars(value, allow_whitespace_controls=False)
+        if bad:
+            raise ValueError(f"must not contain {bad}")
+        return value
+
+    @field_validator("text")
+    @classmethod
+    def _check_text(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty or only whitespace")
+        bad = _bad_chars(value, allow_whitespace_controls=True)
+        if bad:
+            raise ValueError(f"must not contain {bad}")
+        return value
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _check_metadata(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            raise ValueError("must be a flat mapping of str to JSON scalars")
+        for key, item in value.items():
+            if not isinstance(key, str) or not key:
+                raise ValueError("keys must be non-empty strings")
+            bad = _bad_chars(key, allow_whitespace_controls=False)
+            if bad:
+                raise ValueError(f"key must not contain {bad}")
+            _check_scalar(item, f"value of {key!r}")
+        return dict(value)
+
+    @field_validator("created_at")
+    @classmethod
+    def _check_created(cls, value: datetime) -> datetime:
+        return _aware_utc(value, "created_at")
+
+    @field_validator("expires_at")
+    @classmethod
+    def _check_expires(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else _aware_utc(value, "expires_at")
+
+    @model_validator(mode="after")
+    def _expiry_after_creation(self) -> MemoryRecord:
+        if self.expires_at is not None and self.expires_at <= self.created_at:
+            raise ValueError("expires_at must be after created_at")
+        return self
+
+    def is_expired(self, now: datetime) -> bool:
+        """Whether ``expires_at`` has passed at ``now``."""
+        return self.expires_at is not None and self.expires_at <= now
+
+
+def _check_scalar(item: Any, what: str) -> None:
+    if item is None or isinstance(item, (bool, int)):
+        return
+    if isinstance(item, float):
+        if not math.isfinite(item):
+            raise ValueError(f"{what} must be a finite number")
+        return
+    if isinstance(item, str):
+        _check_utf8(item, what)
+        if "\x00" in item:
+            raise ValueError(f"{what} must not contain a NUL character")
+        return
+    raise ValueError(f"{what} must be a JSON scalar (str, int, float, bool or None)")
+
+
+class MemoryHit(_Model):
+    """A search result: the record, its score (higher is better) and its signal.
+
+    Example:
+        >>> rec = MemoryRecord(scope=MemoryScope(user_id="ann"), text="tea")
+        >>> MemoryHit(record=rec, score=0.5, signal="keyword").score
+        0.5
+    """
+
+    record: MemoryRecord
+    score: float
+    signal: Signal = "backend"
+
+    @field_validator("score")
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError("must be a finite number")
+        return value
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on input, enforced by :class:`~memoryport.GuardedMemory` on the way in.
+
+    Records check their own shape (non-empty text, no NUL, aware times, ...);
+    these bounds are the configurable part. A violation raises
+    :class:`~memoryport.InvalidInput` naming the field and the limit.
+
+    Example:
+        >>> from memoryport import Limits
+        >>> Limits(max_text_chars=2_000).max_text_chars
+        2000
+    """
+
+    max_text_chars: int = 32_000
+    max_query_chars: int = 32_000
+    max_id_chars: int = 256
+    max_metadata_keys: int = 32
+    max_metadata_key_chars: int = 64
+    max_metadata_bytes: int = 8_192
+    max_batch: int = 10_000
+    max_k: int = 1_000
+    max_ids: int = 10_000
+    clock_skew: timedelta = timedelta(seconds=5)
+
+    def check_scope(self, scope: MemoryScope, field: str = "scope") -> None:
+        """Refuse scope ids longer than ``max_id_chars``."""
+        for name in ("user_id", "session_id", "agent_id"):
+            value = getattr(scope, name)
+            if value is not None and len(value) > self.max_id_chars:
+                raise InvalidInput(
+                    f"{field}.{name} is {len(value):,} characters; "
+                    f"the limit is {self.max_id_chars:,} (Limits.max_id_chars)",
+                    field=f"{field}.{name}",
+                    limit="max_id_chars",
+                )
+
+    def check_id(self, value: object, field: str) -> str:
+        """Return ``value`` if it is an acceptable record id, else raise."""
+        if not isinstance(value, str) or not value:
+            raise InvalidInput(f"{field} must be a non-empty string", field=field)
+        if len(value) > self.max_id_chars:
+            raise InvalidInput(
+                f"{field} is {len(value):,} characters; the limit is "
+                f"{self.max_id_chars:,} (Limits.max_id_chars)",
+                field=field,
+                limit="max_id_chars",
+            )
+        bad = _bad_chars(value, allow_whitespace_controls=False)
+        if bad:
+            raise InvalidInput(f"{field} must not contain {bad}", field=field)
+        return value
+
+    def check_metadata(self, metadata: Mapping[str, Any], field: str) -> None:
+        """Refuse metadata with too many keys, long keys or too many bytes."""
+        if len(metadata) > self.max_metadata_keys:
+            raise InvalidInput(
+                f"{field} has {len(metadata)} keys; the limit is "
+                f"{self.max_metadata_keys} (Limits.max_metadata_keys)",
+                field=field,
+                limit="max_metadata_keys",
+            )
+        for key in metadata:
+            if len(key) > self.max_metadata_key_chars:
+                raise InvalidInput(
+                    f"{field} has a key of {len(key)} characters; the limit is "
+                    f"{self.max_metadata_key_chars} (Limits.max_metadata_key_chars)",
+                    field=field,
+                    limit="max_metadata_key_chars",
+                )
+        size = len(json.dumps(dict(metadata), ensure_ascii=False).encode("utf-8"))
+        if size > self.max_metadata_bytes:
+            raise InvalidInput(
+                f"{field} is {size:,} bytes as JSON; the limit is "
+                f"{self.max_metadata_bytes:,} (Limits.max_metadata_bytes)",
+                field=field,
+                limit="max_metadata_bytes",
+            )
+
+    def check_record(self, record: MemoryRecord, field: str, now: datetime) -> None:
+        """Apply every bound to one record about to be stored."""
+        if record.id is not None:
+            self.check_id(record.id, f"{field}.id")
+        self.check_scope(record.scope, f"{field}.scope")
+        if len(record.text) > self.max_text_chars:
+            raise InvalidInput(
+                f"{field}.text is {len(record.text):,} characters; the limit is "
+                f"{self.max_text_chars:,} (Limits.max_text_chars)",
+                field=f"{field}.text",
+                limit="max_text_chars",
+            )
+        self.check_metadata(record.metadata, f"{field}.metadata")
+        if record.created_at > now + self.clock_skew:
+            raise InvalidInput(
+                f"{field}.created_at is in the future; records may not be dated "
+                f"later than now (tolerance Limits.clock_skew = {self.clock_skew})",
+                field=f"{field}.created_at",
+                limit="clock_skew",
+            )
+
+
+DEFAULT_LIMITS = Limits()

@@ -1,0 +1,55 @@
+"""Run coroutines from blocking code on one background event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from ._errors import UsageError
+
+T = TypeVar("T")
+
+_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+_thread: threading.Thread | None = None
+
+
+def _portal() -> asyncio.AbstractEventLoop:
+    global _loop, _thread
+    with _lock:
+        if _loop is None or _thread is None or not _thread.is_alive():
+            loop = asyncio.new_event_loop()
+            ready = threading.Event()
+
+            def run() -> None:
+                asyncio.set_event_loop(loop)
+                loop.call_soon(ready.set)
+                loop.run_forever()
+
+            thread = threading.Thread(target=run, name="memoryport-sync", daemon=True)
+            thread.start()
+            ready.wait()
+            _loop, _thread = loop, thread
+        return _loop
+
+
+def run_sync(coro: Coroutine[Any, Any, T], *, method: str) -> T:
+    """Run ``coro`` to completion on the shared background loop and return its result.
+
+    Works from any thread, any number of times. Inside a running event loop it
+    refuses with a :class:`UsageError` naming the ``await`` form, because
+    blocking there would stall every other task of that loop.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        coro.close()
+        raise UsageError(
+            f"{method}_sync() was called inside a running event loop; "
+            f"use `await memory.{method}(...)` there instead"
+        )
+    return asyncio.run_coroutine_threadsafe(coro, _portal()).result()

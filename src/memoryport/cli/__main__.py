@@ -1,0 +1,3 @@
+from memoryport.cli import main
+
+raise SystemExit(main())
