@@ -21,8 +21,14 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src adapters contracts tests benchmarks
 
+# mypy cannot follow setuptools' package-dir mapping, so it checks a tree of
+# symlinks laid out as the installed package: memoryport/{adapters,contracts}.
 typecheck: $(STAMP)
-	$(BIN)/mypy
+	rm -rf $(VENV)/typecheck && mkdir -p $(VENV)/typecheck/memoryport
+	for f in src/memoryport/*; do ln -s "$$PWD/$$f" $(VENV)/typecheck/memoryport/; done
+	ln -s "$$PWD/adapters" $(VENV)/typecheck/memoryport/adapters
+	ln -s "$$PWD/contracts" $(VENV)/typecheck/memoryport/contracts
+	MYPYPATH=$(VENV)/typecheck $(BIN)/mypy --config-file pyproject.toml -p memoryport
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest

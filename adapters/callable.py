@@ -188,7 +188,7 @@ class CallableMemory(GuardedMemory):
             caps = _STORAGE | given
         else:
             caps = frozenset(Capability(c) for c in capabilities)
-            lacking = {c for c in caps & {Capability.GET, Capability.DELETE, Capability.EXPORT, Capability.PURGE}} - given
+            lacking = (caps & {Capability.GET, Capability.DELETE, Capability.EXPORT, Capability.PURGE}) - given
             if lacking:
                 names = ", ".join(sorted(c.value for c in lacking))
                 raise UsageError(f"CallableMemory declares {names} but was given no function for it")

@@ -239,7 +239,7 @@ class GuardedMemory:
             )
             telemetry.record(event, operation)
             deliver(sink, event)
-        return value  # type: ignore[return-value]
+        return value
 
     # -- the port ----------------------------------------------------------
 

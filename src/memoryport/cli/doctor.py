@@ -70,8 +70,11 @@ def report() -> str:
             mod = importlib.import_module(mod_name)
         except ImportError:
             continue
-        v, f, s = _sqlite_features(mod)
-        lines.append(f"{mod_name:<10} {v}  fts5={'yes' if f else 'no'}  fts5 secure-delete={'yes' if s else 'no'}")
+        other, has_fts5, has_secure = _sqlite_features(mod)
+        lines.append(
+            f"{mod_name:<10} {other}  fts5={'yes' if has_fts5 else 'no'}  "
+            f"fts5 secure-delete={'yes' if has_secure else 'no'}"
+        )
     lines.append("extras:")
     for extra, dists in EXTRAS.items():
         found = [f"{d} {v}" for d in dists if (v := _version(d))]

@@ -1,0 +1,12 @@
+"""Project-wide test settings: no third-party telemetry, no hub downloads."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+# Set before any SDK is imported: mem0 reads these at import time.
+os.environ.setdefault("MEM0_TELEMETRY", "False")
+os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("MEM0_DIR", tempfile.mkdtemp(prefix="memoryport-mem0-"))
