@@ -37,12 +37,14 @@ from ._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemorySco
 
 if TYPE_CHECKING:
     from .adapters.callable import CallableMemory
+    from .adapters.sqlite import SQLiteMemory
 
 __version__ = "0.1.0"
 
 # name -> module that defines it; imported on first attribute access.
 _LAZY: dict[str, str] = {
     "CallableMemory": "memoryport.adapters.callable",
+    "SQLiteMemory": "memoryport.adapters.sqlite",
 }
 
 __all__ = [
@@ -66,6 +68,7 @@ __all__ = [
     "MemoryportError",
     "MetadataValue",
     "MissingExtra",
+    "SQLiteMemory",
     "SearchResults",
     "UnsupportedCapability",
     "UsageError",

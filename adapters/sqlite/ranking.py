@@ -1,0 +1,123 @@
+"""Pure ranking helpers of the SQLite backend: query parsing and rank fusion.
+
+Nothing here touches SQLite or numpy, so retrieval quality can be tuned (and
+unit-tested) in isolation:
+
+- :func:`query_terms` splits a user's text into the words sent to FTS5;
+- :func:`match_expression` turns those words into an FTS5 ``MATCH`` string in
+  which every word is quoted, so no input can raise an FTS5 syntax error;
+- :func:`like_patterns` does the same for the ``LIKE`` fallback;
+- :func:`reciprocal_rank_fusion` fuses the keyword and vector rankings.
+
+Example:
+    >>> match_expression('what did "Ann" say AND NEAR(')
+    '"what" OR "did" OR "ann" OR "say" OR "and" OR "near"'
+    >>> reciprocal_rank_fusion([[1, 2, 3], [3, 1]], k=60)[0][0]
+    1
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Hashable, Iterable, Sequence
+from typing import TypeVar
+
+__all__ = [
+    "RRF_K",
+    "like_patterns",
+    "match_expression",
+    "query_terms",
+    "reciprocal_rank_fusion",
+]
+
+K = TypeVar("K", bound=Hashable)
+
+RRF_K = 60
+"""The constant of reciprocal rank fusion (Cormack et al., 2009 use 60)."""
+
+# A word is a run of letters, digits or combining marks. FTS5's unicode61
+# tokenizer splits on everything else too (punctuation, symbols, emoji, "_"),
+# so each quoted word here is one FTS5 token or, at worst, a phrase of a few.
+_WORD = re.compile(r"[^\W_]+")
+
+
+def query_terms(query: str) -> list[str]:
+    """The distinct words of ``query``, lower-cased, in order of first appearance.
+
+    Operators (``AND``, ``NEAR``), quotes, ``*``, ``^``, ``col:`` and symbols
+    are not special: they are split off or kept as plain words.
+
+    Example:
+        >>> query_terms("Tea? tea, TEA and col:green*")
+        ['tea', 'and', 'col', 'green']
+    """
+    seen: dict[str, None] = {}
+    for word in _WORD.findall(query):
+        seen.setdefault(word.lower(), None)
+    return list(seen)
+
+
+def match_expression(query: str) -> str | None:
+    """An FTS5 ``MATCH`` expression: every word quoted, joined by ``OR``.
+
+    ``OR`` (ranked by BM25) suits recall: a memory that shares some of the
+    question's words is a candidate, and records sharing more or rarer words
+    rank higher. Returns ``None`` when the query has no words (only symbols or
+    emoji), which callers treat as "no keyword hits".
+
+    Example:
+        >>> match_expression('say "hi" ^NOT*')
+        '"say" OR "hi" OR "not"'
+        >>> match_expression("🍵 !!") is None
+        True
+    """
+    terms = query_terms(query)
+    if not terms:
+        return None
+    # Words contain no '"' (see _WORD), but double any anyway: the quoting is
+    # what guarantees a valid expression, not the word pattern.
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def like_patterns(query: str) -> list[str]:
+    """``LIKE`` patterns (escape character ``\\``), one per word, for the no-FTS5 fallback.
+
+    Example:
+        >>> like_patterns("100% tea")
+        ['%100%', '%tea%']
+    """
+    out = []
+    for term in query_terms(query):
+        escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        out.append(f"%{escaped}%")
+    return out
+
+
+def reciprocal_rank_fusion(rankings: Iterable[Sequence[K]], *, k: int = RRF_K) -> list[tuple[K, float]]:
+    """Fuse rankings (best first) into one: ``score(d) = sum(1 / (k + rank_i(d)))``.
+
+    Ranks start at 1. Rank fusion needs no calibration between BM25 scores and
+    cosine similarities, which live on unrelated scales. Ties are broken by the
+    best single rank, then by first appearance, so the result is deterministic.
+
+    Args:
+        rankings: each a sequence of keys, best first; a key absent from a
+            ranking contributes nothing from it.
+        k: the smoothing constant; larger values flatten the head.
+
+    Returns:
+        ``(key, score)`` pairs, best first.
+
+    Example:
+        >>> reciprocal_rank_fusion([["a", "b"], ["b", "c"]], k=1)
+        [('b', 0.8333333333333333), ('a', 0.5), ('c', 0.3333333333333333)]
+    """
+    scores: dict[K, float] = {}
+    best: dict[K, int] = {}
+    for ranking in rankings:
+        for rank, key in enumerate(ranking, start=1):
+            scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
+            if rank < best.get(key, 1 << 62):
+                best[key] = rank
+    order = {key: i for i, key in enumerate(scores)}
+    return sorted(scores.items(), key=lambda kv: (-kv[1], best[kv[0]], order[kv[0]]))
