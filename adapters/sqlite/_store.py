@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from memoryport._embedding import EmbeddingPort
+from memoryport._embedding import EmbeddingPort, check_matrix
 from memoryport._errors import BackendError, EmbedderMismatch, EmbeddingError, InvalidInput, UsageError
 from memoryport._port import Capability, SearchResults
 from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MetadataValue, utcnow
@@ -129,6 +129,19 @@ def _filter_sql(filters: Mapping[str, MetadataValue] | None, alias: str = "r") -
         )
         params.extend(_meta_row(key, value))
     return "".join(sql), params
+
+
+async def _embed(embedder: EmbeddingPort, texts: list[str]) -> F32:
+    """Unit-length float32 rows; any failure of the embedder becomes :class:`EmbeddingError`."""
+    try:
+        rows = await embedder.embed(texts)
+    except EmbeddingError:
+        raise
+    except Exception as exc:
+        raise EmbeddingError(
+            f"embedder {embedder.name!r} failed: {type(exc).__name__}", backend=embedder.name, operation="embed"
+        ) from exc
+    return _normalise(check_matrix(rows, len(texts), int(embedder.dim), embedder.name))
 
 
 def _normalise(matrix: F32) -> F32:
@@ -514,7 +527,7 @@ class SQLiteStore:
             return []
         vectors: F32 | None = None
         if self.embedder is not None:
-            vectors = _normalise(await self.embedder.embed([r.text for r in records]))
+            vectors = await _embed(self.embedder, [r.text for r in records])
         elif await self._run(self._needs_embedder):
             raise EmbedderMismatch(
                 f"{os.path.basename(self.path)} keeps vectors of embedder {self._needs_embedder()!r}; "
@@ -686,7 +699,7 @@ class SQLiteStore:
         mode = "keyword"
         if self.embedder is not None:
             try:
-                qvec = _normalise(await self.embedder.embed([query]))[0]
+                qvec = (await _embed(self.embedder, [query]))[0]
                 mode = "hybrid"
             except Exception as exc:
                 logger.warning(
@@ -943,13 +956,7 @@ async def _reembed(
                 await store._run(store.checkpoint)
                 break
             continue
-        try:
-            vectors = _normalise(await embedder.embed([text for _, text in batch]))
-        except EmbeddingError:
-            raise
-        except Exception as exc:
-            raise EmbeddingError(f"embedder {embedder.name!r} failed: {type(exc).__name__}",
-                                 backend=embedder.name, operation="embed") from exc
+        vectors = await _embed(embedder, [text for _, text in batch])
         rows = [(rid, vectors[i].tobytes()) for i, (rid, _) in enumerate(batch)]
         await store._run(
             lambda rows=rows: store._write(

@@ -1,0 +1,76 @@
+"""The pure ranking helpers: query parsing and reciprocal rank fusion."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memoryport.adapters.sqlite.ranking import (
+    like_patterns,
+    match_expression,
+    query_terms,
+    reciprocal_rank_fusion,
+)
+
+
+def test_terms_are_lowercased_distinct_words_in_order() -> None:
+    assert query_terms("Tea, TEA and coffee? tea!") == ["tea", "and", "coffee"]
+
+
+def test_operators_and_syntax_become_plain_words() -> None:
+    assert query_terms('"a" AND b OR NOT c NEAR(d e) f* ^g body:h') == [
+        "a", "and", "b", "or", "not", "c", "near", "d", "e", "f", "g", "body", "h",
+    ]
+
+
+def test_symbols_and_emoji_only_give_no_expression() -> None:
+    assert query_terms("🍵 !!! ... ___") == []
+    assert match_expression("🍵 !!! ... ___") is None
+    assert match_expression("") is None
+
+
+def test_non_ascii_words_are_kept() -> None:
+    assert query_terms("Café naïve Straße 東京") == ["café", "naïve", "straße", "東京"]
+
+
+def test_expression_quotes_every_word() -> None:
+    assert match_expression("ann's tea") == '"ann" OR "s" OR "tea"'
+
+
+def test_like_patterns_escape_wildcards() -> None:
+    assert like_patterns("100% a_b") == ["%100%", "%a%", "%b%"]
+    assert like_patterns("x\\y") == ["%x%", "%y%"]
+
+
+@given(st.text(max_size=200))
+def test_any_text_gives_a_valid_fts5_expression(text: str) -> None:
+    expression = match_expression(text.replace("\x00", ""))
+    if expression is None:
+        return
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute("CREATE VIRTUAL TABLE t USING fts5(body, tokenize='porter unicode61 remove_diacritics 2')")
+    except sqlite3.OperationalError:
+        pytest.skip("this SQLite has no FTS5")
+    conn.execute("INSERT INTO t VALUES ('some words here')")
+    conn.execute("SELECT rowid FROM t WHERE t MATCH ?", (expression,)).fetchall()
+
+
+def test_rrf_sums_reciprocal_ranks() -> None:
+    fused = dict(reciprocal_rank_fusion([["a", "b"], ["b", "c"]], k=60))
+    assert fused["b"] == pytest.approx(1 / 62 + 1 / 61)
+    assert fused["a"] == pytest.approx(1 / 61)
+    assert fused["c"] == pytest.approx(1 / 62)
+
+
+def test_rrf_orders_best_first_and_breaks_ties_deterministically() -> None:
+    assert [key for key, _ in reciprocal_rank_fusion([["a", "b"], ["b", "a"]])] == ["a", "b"]
+    assert [key for key, _ in reciprocal_rank_fusion([[3, 1, 2], [2]])] == [2, 3, 1]
+
+
+def test_rrf_of_nothing_is_empty() -> None:
+    assert reciprocal_rank_fusion([[], []]) == []
+    assert reciprocal_rank_fusion([]) == []
