@@ -26,7 +26,7 @@ from memoryport import (
     UsageError,
 )
 from memoryport._records import utcnow
-from memoryport.adapters.sqlite import SCHEMA_VERSION
+from memoryport.adapters.sqlite import SCHEMA_VERSION, load_driver
 
 ANN = MemoryScope(user_id="ann")
 BEN = MemoryScope(user_id="ben")
@@ -186,7 +186,7 @@ def test_existing_open_file_is_tightened(tmp_path: Path, driver: str) -> None:
 
 def test_wal_mode_and_schema_version_are_recorded(memory: SQLiteMemory) -> None:
     memory.add_sync([MemoryRecord(scope=ANN, text="x")])
-    conn = sqlite3.connect(memory.path)
+    conn = load_driver(memory.driver)[1].connect(memory.path)  # never two SQLite libraries on one open file
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert int(conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]) == SCHEMA_VERSION
     conn.close()
