@@ -334,9 +334,10 @@ class SQLiteStore:
                 else:
                     kind = "like"
                     logger.warning(
-                        "SQLite %s here has no FTS5%s: keyword search in %s uses LIKE (no stems, no BM25)",
-                        ".".join(map(str, self.sqlite_version)),
-                        "" if use_fts5 else " in use (use_fts5=False)",
+                        "%s: keyword search in %s uses LIKE (no word stems, no BM25 ranking)",
+                        f"SQLite {'.'.join(map(str, self.sqlite_version))} has no FTS5"
+                        if use_fts5
+                        else "use_fts5=False",
                         os.path.basename(self.path),
                     )
                 conn.execute("INSERT INTO meta(key, value) VALUES ('keyword_index', ?)", (kind,))
@@ -785,12 +786,13 @@ class SQLiteStore:
         patterns = ranking.like_patterns(query)
         if not patterns:
             return []
-        hits = " + ".join("(r.text LIKE ? ESCAPE '\\')" for _ in patterns)
+        # One JSON parameter holds every pattern: no limit on expression depth or host parameters.
         rows = conn.execute(
-            f"SELECT rid, score FROM (SELECT r.rid AS rid, r.created_at AS created_at, {hits} AS score "
+            "SELECT rid, score FROM (SELECT r.rid AS rid, r.created_at AS created_at, "
+            "(SELECT count(*) FROM json_each(?) p WHERE r.text LIKE p.value ESCAPE '\\') AS score "
             f"FROM records r WHERE {where} AND {live}{fsql}) WHERE score > 0 "
             "ORDER BY score DESC, created_at DESC LIMIT ?",
-            [*patterns, *params, now, *fparams, limit],
+            [json.dumps(patterns), *params, now, *fparams, limit],
         ).fetchall()
         return [(int(rid), float(score)) for rid, score in rows]
 
