@@ -196,4 +196,3 @@ class SQLiteMemory(GuardedMemory):
 
     def __repr__(self) -> str:
         return f"SQLiteMemory({self.path!r}, keyword_index={self.keyword_index!r}, driver={self.driver!r})"
-

@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -83,6 +82,10 @@ def _us(value: datetime) -> int:
     return (value - _EPOCH) // _US
 
 
+def _expiry(record: MemoryRecord) -> int:
+    return _NEVER if record.expires_at is None else _us(record.expires_at)
+
+
 def _dt(value: int) -> datetime:
     return _EPOCH + timedelta(microseconds=value)
 
@@ -121,7 +124,8 @@ def _scope_sql(scope: MemoryScope, alias: str = "r") -> tuple[str, list[Any]]:
 def _filter_sql(filters: Mapping[str, MetadataValue] | None, alias: str = "r") -> tuple[str, list[Any]]:
     if not filters:
         return "", []
-    sql, params = [], []
+    sql: list[str] = []
+    params: list[Any] = []
     for key, value in filters.items():
         sql.append(
             f" AND EXISTS (SELECT 1 FROM record_meta m WHERE m.rid = {alias}.rid "
@@ -275,9 +279,7 @@ class SQLiteStore:
                 os.chmod(self.path + suffix, 0o600)
 
     def _connect(self) -> Conn:
-        conn = self.driver.connect(
-            self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
-        )
+        conn = self.driver.connect(self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         conn.execute("PRAGMA secure_delete = ON")
         conn.execute("PRAGMA synchronous = NORMAL")
@@ -363,8 +365,7 @@ class SQLiteStore:
         name, dim = meta.get("embedder_name"), meta.get("embedder_dim")
         emb = self.embedder
         way_out = (
-            "re-embed it first: `await SQLiteMemory.reembed(path, embedder, progress=...)` "
-            "or `memoryport reembed PATH`"
+            "re-embed it first: `await SQLiteMemory.reembed(path, embedder, progress=...)` or `memoryport reembed PATH`"
         )
         if emb is None:
             return
@@ -375,10 +376,12 @@ class SQLiteStore:
                     f"{os.path.basename(self.path)} holds {count} records without vectors and was opened "
                     f"with embedder {emb.name!r}; {way_out}"
                 )
-            conn.execute("INSERT INTO meta(key, value) VALUES ('embedder_name', ?), ('embedder_dim', ?)",
-                         (emb.name, int(emb.dim)))
+            conn.execute(
+                "INSERT INTO meta(key, value) VALUES ('embedder_name', ?), ('embedder_dim', ?)",
+                (emb.name, int(emb.dim)),
+            )
             return
-        if name != emb.name or int(dim) != int(emb.dim):
+        if name != emb.name or dim is None or int(dim) != int(emb.dim):
             raise EmbedderMismatch(
                 f"{os.path.basename(self.path)} holds vectors of embedder {name!r} (dim {dim}) and was opened "
                 f"with {emb.name!r} (dim {emb.dim}); open it with the same embedder, or {way_out}"
@@ -470,8 +473,9 @@ class SQLiteStore:
         tenants = sorted(set(tenants))
         if not tenants:
             return -1, {}
-        gen = int(conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation' RETURNING value")
-                  .fetchone()[0])
+        gen = int(
+            conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation' RETURNING value").fetchone()[0]
+        )
         old: dict[str, int] = {}
         for tenant in tenants:
             row = conn.execute("SELECT gen FROM generations WHERE tenant = ?", (tenant,)).fetchone()
@@ -502,7 +506,7 @@ class SQLiteStore:
                         "AND (expires_at IS NULL OR expires_at > ?)",
                         (user, cutoff, now),
                     ).fetchall()
-        return rows
+        return [(int(rid), str(text), user) for rid, text, user in rows]
 
     def checkpoint(self) -> bool:
         """Copy the WAL into the database and truncate it; False (and a WARNING) when a reader blocks it."""
@@ -548,14 +552,24 @@ class SQLiteStore:
             expired = self._expired_rows(conn, now, users={r.scope.user_id for r in records}, cutoff=cutoff)
             touched = self._erase(conn, expired)
             base = int(conn.execute("SELECT coalesce(max(rid), 0) FROM records").fetchone()[0]) + 1
-            rows, fts, metas = [], [], []
+            rows: list[tuple[Any, ...]] = []
+            fts: list[tuple[int, str, str]] = []
+            metas: list[tuple[Any, ...]] = []
             for i, r in enumerate(records):
                 rid = base + i
-                rows.append((
-                    rid, r.id, r.scope.user_id, r.scope.session_id, r.scope.agent_id, r.text,
-                    json.dumps(r.metadata, ensure_ascii=False) if r.metadata else None,
-                    _us(r.created_at), None if r.expires_at is None else _us(r.expires_at),
-                ))
+                rows.append(
+                    (
+                        rid,
+                        r.id,
+                        r.scope.user_id,
+                        r.scope.session_id,
+                        r.scope.agent_id,
+                        r.text,
+                        json.dumps(r.metadata, ensure_ascii=False) if r.metadata else None,
+                        _us(r.created_at),
+                        None if r.expires_at is None else _us(r.expires_at),
+                    )
+                )
                 fts.append((rid, r.text, tenant_token(r.scope.user_id)))
                 metas.extend((rid, *_meta_row(k, v)) for k, v in r.metadata.items())
             try:
@@ -616,13 +630,15 @@ class SQLiteStore:
                 if mine:
                     block.rids = np.concatenate([block.rids, np.asarray([base + i for i in mine], dtype=np.int64)])
                     block.matrix = np.concatenate([block.matrix, vectors[mine]])
-                    block.expires = np.concatenate([
-                        block.expires,
-                        np.asarray(
-                            [_NEVER if records[i].expires_at is None else _us(records[i].expires_at) for i in mine],
-                            dtype=np.int64,
-                        ),
-                    ])
+                    block.expires = np.concatenate(
+                        [
+                            block.expires,
+                            np.asarray(
+                                [_expiry(records[i]) for i in mine],
+                                dtype=np.int64,
+                            ),
+                        ]
+                    )
                 block.gen = gen
 
     async def delete(self, ids: Sequence[str] | None, *, scope: MemoryScope) -> int:
@@ -644,8 +660,11 @@ class SQLiteStore:
                         params + chunk,
                     ).fetchall()
             self._bump(conn, self._erase(conn, rows))
-            if ids is None and conn.execute("SELECT 1 FROM records WHERE user_id IS ? LIMIT 1", (scope.user_id,)
-                                            ).fetchone() is None:
+            if (
+                ids is None
+                and conn.execute("SELECT 1 FROM records WHERE user_id IS ? LIMIT 1", (scope.user_id,)).fetchone()
+                is None
+            ):
                 # Nothing of this user is left: drop even the hashed key of its generation.
                 conn.execute("DELETE FROM generations WHERE tenant = ?", (tenant_token(scope.user_id),))
             return len(rows)
@@ -748,7 +767,9 @@ class SQLiteStore:
         vector = self._vector(conn, qvec, scope, limit, filters, now)
         fused = ranking.reciprocal_rank_fusion([[rid for rid, _ in keyword], vector])[:k]
         rows = self._rows(conn, [rid for rid, _ in fused])
-        return [MemoryHit(record=_record(rows[rid]), score=score, signal="hybrid") for rid, score in fused if rid in rows]
+        return [
+            MemoryHit(record=_record(rows[rid]), score=score, signal="hybrid") for rid, score in fused if rid in rows
+        ]
 
     def _rows(self, conn: Conn, rids: Sequence[int]) -> dict[int, Sequence[Any]]:
         if not rids:
@@ -906,9 +927,13 @@ async def reembed_file(
     """
     if batch_size < 1:
         raise InvalidInput("batch_size must be at least 1", field="batch_size")
-    if not os.path.exists(os.fspath(path)):
-        raise UsageError(f"no such SQLite file: {os.fspath(path)}")
-    store = SQLiteStore(path, driver=driver, workers=1)
+
+    def open_store() -> SQLiteStore:
+        if not os.path.exists(os.fspath(path)):
+            raise UsageError(f"no such SQLite file: {os.fspath(path)}")
+        return SQLiteStore(path, driver=driver, workers=1)
+
+    store = await asyncio.to_thread(open_store)
     try:
         return await _reembed(store, embedder, progress, batch_size)
     finally:
@@ -960,11 +985,11 @@ async def _reembed(
             continue
         vectors = await _embed(embedder, [text for _, text in batch])
         rows = [(rid, vectors[i].tobytes()) for i, (rid, _) in enumerate(batch)]
-        await store._run(
-            lambda rows=rows: store._write(
-                lambda conn: conn.executemany("INSERT OR REPLACE INTO vectors_reembed VALUES (?, ?)", rows)
-            )
-        )
+
+        def insert(conn: Conn, rows: list[tuple[int, bytes]] = rows) -> None:
+            conn.executemany("INSERT OR REPLACE INTO vectors_reembed VALUES (?, ?)", rows)
+
+        await store._run(lambda: store._write(insert))
         done += len(batch)
         if progress is not None:
             progress(min(done, max(total, done)), max(total, done))

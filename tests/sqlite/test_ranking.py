@@ -22,7 +22,19 @@ def test_terms_are_lowercased_distinct_words_in_order() -> None:
 
 def test_operators_and_syntax_become_plain_words() -> None:
     assert query_terms('"a" AND b OR NOT c NEAR(d e) f* ^g body:h') == [
-        "a", "and", "b", "or", "not", "c", "near", "d", "e", "f", "g", "body", "h",
+        "a",
+        "and",
+        "b",
+        "or",
+        "not",
+        "c",
+        "near",
+        "d",
+        "e",
+        "f",
+        "g",
+        "body",
+        "h",
     ]
 
 

@@ -50,35 +50,49 @@ def test_deleted_erased_and_purged_texts_leave_the_files(
         use_fts5=use_fts5,
     )
     # Enough other records that the index has several segments and pages.
-    memory.add_sync([MemoryRecord(scope=MemoryScope(user_id=f"u{i % 7}"), text=f"filler text {i} about tea")
-                     for i in range(300)])
+    memory.add_sync(
+        [MemoryRecord(scope=MemoryScope(user_id=f"u{i % 7}"), text=f"filler text {i} about tea") for i in range(300)]
+    )
     ann_markers = [marker() for _ in range(3)]
     ben_deleted, ben_expired, ben_retained = marker(), marker(), marker()
     ben_kept = [marker() for _ in range(2)]
     ids = memory.add_sync([MemoryRecord(scope=ANN, text=f"Ann said {m} over tea") for m in ann_markers])
     assert len(ids) == 3
     past = utcnow() - timedelta(days=40)
-    [deleted_id, *_] = memory.add_sync([
-        MemoryRecord(scope=BEN, text=f"Ben said {ben_deleted} once"),
-        MemoryRecord(scope=BEN, text=f"Ben said {ben_expired} expiring", created_at=utcnow() - timedelta(hours=2),
-                     expires_at=utcnow() - timedelta(hours=1)),
-        MemoryRecord(scope=BEN, text=f"Ben said {ben_retained} long ago", created_at=past),
-        *[MemoryRecord(scope=BEN, text=f"Ben keeps {m} and tea") for m in ben_kept],
-    ])
+    [deleted_id, *_] = memory.add_sync(
+        [
+            MemoryRecord(scope=BEN, text=f"Ben said {ben_deleted} once"),
+            MemoryRecord(
+                scope=BEN,
+                text=f"Ben said {ben_expired} expiring",
+                created_at=utcnow() - timedelta(hours=2),
+                expires_at=utcnow() - timedelta(hours=1),
+            ),
+            MemoryRecord(scope=BEN, text=f"Ben said {ben_retained} long ago", created_at=past),
+            *[MemoryRecord(scope=BEN, text=f"Ben keeps {m} and tea") for m in ben_kept],
+        ]
+    )
     assert memory.checkpoint()
     # The check sees markers while they exist.
     assert leaks(db_path, [ben_expired, ben_retained]) == [ben_expired, ben_retained]
     for i in range(5):  # more writes: the expired record goes with the first of them, the retained with ben's
-        memory.add_sync([MemoryRecord(scope=MemoryScope(user_id="u9"), text=f"later filler {i} {j}")
-                         for j in range(40)])
+        memory.add_sync(
+            [MemoryRecord(scope=MemoryScope(user_id="u9"), text=f"later filler {i} {j}") for j in range(40)]
+        )
     memory.add_sync([MemoryRecord(scope=BEN, text="Ben's later write")])
     # Past due, and no write after them: purge() removes them.
     ben_expired_last, ben_retained_last = marker(), marker()
-    memory.add_sync([
-        MemoryRecord(scope=BEN, text=f"Ben said {ben_expired_last}",
-                     created_at=utcnow() - timedelta(hours=2), expires_at=utcnow() - timedelta(hours=1)),
-        MemoryRecord(scope=BEN, text=f"Ben said {ben_retained_last} long ago", created_at=past),
-    ])
+    memory.add_sync(
+        [
+            MemoryRecord(
+                scope=BEN,
+                text=f"Ben said {ben_expired_last}",
+                created_at=utcnow() - timedelta(hours=2),
+                expires_at=utcnow() - timedelta(hours=1),
+            ),
+            MemoryRecord(scope=BEN, text=f"Ben said {ben_retained_last} long ago", created_at=past),
+        ]
+    )
     assert memory.checkpoint()
     assert leaks(db_path, [ben_expired, ben_retained]) == []
     alive = [*ann_markers, ben_deleted, ben_expired_last, ben_retained_last, *ben_kept]

@@ -25,12 +25,14 @@ def test_processes_and_threads_add_and_search_one_file(db_path: str, driver: str
     children = [
         subprocess.Popen(
             [python(), str(WORKER), "concurrent", db_path, driver, str(p), str(batches), str(size)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for p in range(procs)
     ]
     for child in children:
-        out, err = child.communicate(timeout=240)
+        _, err = child.communicate(timeout=240)
         assert child.returncode == 0, err
     memory = SQLiteMemory(db_path, driver=driver)
     seen: Counter[tuple[int, int, int, int]] = Counter()
@@ -53,7 +55,9 @@ def test_sigkill_mid_batch_leaves_whole_batches(db_path: str, driver: str) -> No
     for _ in range(4):
         child = subprocess.Popen(
             [python(), str(WORKER), "crash", db_path, driver, str(start), str(size)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         assert child.stdout is not None
         for _ in range(3):  # let it commit a few batches, then kill it wherever it is
@@ -79,10 +83,45 @@ def test_sigkill_mid_batch_leaves_whole_batches(db_path: str, driver: str) -> No
 
 
 HOSTILE = [
-    '"', '""', "'", "\"unterminated", "NEAR(", "NEAR(a b", "a AND", "OR", "NOT", "AND OR NOT", "a NOT b",
-    "*", "a*", "^", "^a", "body:", "col:tea", "tenant:x", "{body tenant}: tea", "(", ")", "()", "a + b",
-    "-", "🍵", "🍵 tea 🍵", "\x01\x02\x1f", "tea\x07", "\t\n\r", "%", "_", "\\", "%_\\", "'; DROP TABLE records; --",
-    " ".join(f"w{i}" for i in range(2000)), "tea " * 2500, "x" * 10_000, "", "   ",
+    '"',
+    '""',
+    "'",
+    '"unterminated',
+    "NEAR(",
+    "NEAR(a b",
+    "a AND",
+    "OR",
+    "NOT",
+    "AND OR NOT",
+    "a NOT b",
+    "*",
+    "a*",
+    "^",
+    "^a",
+    "body:",
+    "col:tea",
+    "tenant:x",
+    "{body tenant}: tea",
+    "(",
+    ")",
+    "()",
+    "a + b",
+    "-",
+    "🍵",
+    "🍵 tea 🍵",
+    "\x01\x02\x1f",
+    "tea\x07",
+    "\t\n\r",
+    "%",
+    "_",
+    "\\",
+    "%_\\",
+    "'; DROP TABLE records; --",
+    " ".join(f"w{i}" for i in range(2000)),
+    "tea " * 2500,
+    "x" * 10_000,
+    "",
+    "   ",
 ]
 
 
@@ -94,9 +133,7 @@ def test_hostile_queries_raise_nothing(db_path: str, driver: str, use_fts5: bool
         hits = memory.search_sync(query, scope=ANN, k=3)
         assert len(hits) <= 3
         memory.search_sync(query, scope=ANN, k=3, filters={"kind": query[:100] or "x"})
-    assert [h.record.text for h in memory.search_sync("tea", scope=ANN)] == [
-        "Ann drinks tea NEAR the park AND more"
-    ]
+    assert [h.record.text for h in memory.search_sync("tea", scope=ANN)] == ["Ann drinks tea NEAR the park AND more"]
     memory.close()
 
 
@@ -104,7 +141,9 @@ _text = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=300
 ).filter(lambda s: s.strip() != "")
 _scalar = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(2**80), max_value=2**80),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**80), max_value=2**80),
     st.floats(allow_nan=False, allow_infinity=False),
     st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40),
 )

@@ -51,11 +51,13 @@ def test_round_trip_is_exact(memory: SQLiteMemory) -> None:
 
 
 def test_keyword_search_stems_and_ranks(memory: SQLiteMemory) -> None:
-    memory.add_sync([
-        MemoryRecord(scope=ANN, text="Ann drinks green tea"),
-        MemoryRecord(scope=ANN, text="Ann went running in the park"),
-        MemoryRecord(scope=ANN, text="The weather was cold"),
-    ])
+    memory.add_sync(
+        [
+            MemoryRecord(scope=ANN, text="Ann drinks green tea"),
+            MemoryRecord(scope=ANN, text="Ann went running in the park"),
+            MemoryRecord(scope=ANN, text="The weather was cold"),
+        ]
+    )
     assert texts(memory.search_sync("runs", scope=ANN, k=1)) == ["Ann went running in the park"]
     assert texts(memory.search_sync("What does Ann drink? tea", scope=ANN, k=1)) == ["Ann drinks green tea"]
 
@@ -64,15 +66,19 @@ def test_scopes_are_isolated_and_covered(memory: SQLiteMemory) -> None:
     s1 = MemoryScope(user_id="ann", session_id="s1")
     s2 = MemoryScope(user_id="ann", session_id="s2")
     a1 = MemoryScope(user_id="ann", agent_id="bot")
-    memory.add_sync([
-        MemoryRecord(scope=s1, text="tea in session one"),
-        MemoryRecord(scope=s2, text="tea in session two"),
-        MemoryRecord(scope=a1, text="tea for the bot"),
-        MemoryRecord(scope=BEN, text="tea for ben"),
-        MemoryRecord(scope=MemoryScope(session_id="s1"), text="tea anonymous"),
-    ])
+    memory.add_sync(
+        [
+            MemoryRecord(scope=s1, text="tea in session one"),
+            MemoryRecord(scope=s2, text="tea in session two"),
+            MemoryRecord(scope=a1, text="tea for the bot"),
+            MemoryRecord(scope=BEN, text="tea for ben"),
+            MemoryRecord(scope=MemoryScope(session_id="s1"), text="tea anonymous"),
+        ]
+    )
     assert sorted(texts(memory.search_sync("tea", scope=ANN, k=10))) == [
-        "tea for the bot", "tea in session one", "tea in session two",
+        "tea for the bot",
+        "tea in session one",
+        "tea in session two",
     ]
     assert texts(memory.search_sync("tea", scope=s1, k=10)) == ["tea in session one"]
     assert texts(memory.search_sync("tea", scope=a1, k=10)) == ["tea for the bot"]
@@ -89,38 +95,45 @@ def test_scopes_are_isolated_and_covered(memory: SQLiteMemory) -> None:
 
 def test_empty_query_lists_newest(memory: SQLiteMemory) -> None:
     now = utcnow()
-    memory.add_sync([MemoryRecord(scope=ANN, text=f"note {i}", created_at=now - timedelta(minutes=10 - i))
-                     for i in range(5)])
+    memory.add_sync(
+        [MemoryRecord(scope=ANN, text=f"note {i}", created_at=now - timedelta(minutes=10 - i)) for i in range(5)]
+    )
     hits = memory.search_sync("", scope=ANN, k=3)
     assert texts(hits) == ["note 4", "note 3", "note 2"]
     assert getattr(hits, "mode", None) == "recent"
 
 
 def test_filters_match_exactly_and_keep_json_types_apart(memory: SQLiteMemory) -> None:
-    memory.add_sync([
-        MemoryRecord(scope=ANN, text="tea one", metadata={"kind": "visit", "n": 1}),
-        MemoryRecord(scope=ANN, text="tea two", metadata={"kind": "visit", "n": True}),
-        MemoryRecord(scope=ANN, text="tea three", metadata={"kind": "pref", "n": 1.0}),
-        MemoryRecord(scope=ANN, text="tea four", metadata={"kind": "x'); DROP TABLE records; --"}),
-    ])
+    memory.add_sync(
+        [
+            MemoryRecord(scope=ANN, text="tea one", metadata={"kind": "visit", "n": 1}),
+            MemoryRecord(scope=ANN, text="tea two", metadata={"kind": "visit", "n": True}),
+            MemoryRecord(scope=ANN, text="tea three", metadata={"kind": "pref", "n": 1.0}),
+            MemoryRecord(scope=ANN, text="tea four", metadata={"kind": "x'); DROP TABLE records; --"}),
+        ]
+    )
     assert sorted(texts(memory.search_sync("tea", scope=ANN, k=10, filters={"kind": "visit"}))) == [
-        "tea one", "tea two",
+        "tea one",
+        "tea two",
     ]
     assert sorted(texts(memory.search_sync("tea", scope=ANN, k=10, filters={"n": 1}))) == ["tea one", "tea three"]
     assert texts(memory.search_sync("tea", scope=ANN, k=10, filters={"n": True})) == ["tea two"]
     assert texts(memory.search_sync("", scope=ANN, k=10, filters={"kind": "visit", "n": True})) == ["tea two"]
-    assert texts(memory.search_sync("tea", scope=ANN, k=10,
-                                    filters={"kind": "x'); DROP TABLE records; --"})) == ["tea four"]
+    assert texts(memory.search_sync("tea", scope=ANN, k=10, filters={"kind": "x'); DROP TABLE records; --"})) == [
+        "tea four"
+    ]
     assert memory.search_sync("tea", scope=ANN, k=10, filters={"missing": None}) == []
     assert len(memory.export_sync(ANN)) == 4
 
 
 def test_expired_records_are_hidden_then_deleted_on_write(memory: SQLiteMemory) -> None:
     past = utcnow() - timedelta(hours=2)
-    memory.add_sync([
-        MemoryRecord(scope=ANN, text="old tea", created_at=past, expires_at=past + timedelta(hours=1)),
-        MemoryRecord(scope=ANN, text="new tea"),
-    ])
+    memory.add_sync(
+        [
+            MemoryRecord(scope=ANN, text="old tea", created_at=past, expires_at=past + timedelta(hours=1)),
+            MemoryRecord(scope=ANN, text="new tea"),
+        ]
+    )
     assert texts(memory.search_sync("tea", scope=ANN, k=10)) == ["new tea"]
     assert [r.text for r in memory.export_sync(ANN)] == ["new tea"]
     assert memory.stats()["records"] == 2
@@ -130,11 +143,13 @@ def test_expired_records_are_hidden_then_deleted_on_write(memory: SQLiteMemory) 
 
 def test_retention_hides_and_purge_deletes(db_path: str, driver: str) -> None:
     memory = SQLiteMemory(db_path, retention_days=30, driver=driver)
-    memory.add_sync([
-        MemoryRecord(scope=ANN, text="ancient tea", created_at=utcnow() - timedelta(days=40)),
-        MemoryRecord(scope=ANN, text="fresh tea"),
-        MemoryRecord(scope=BEN, text="ancient ben", created_at=utcnow() - timedelta(days=40)),
-    ])
+    memory.add_sync(
+        [
+            MemoryRecord(scope=ANN, text="ancient tea", created_at=utcnow() - timedelta(days=40)),
+            MemoryRecord(scope=ANN, text="fresh tea"),
+            MemoryRecord(scope=BEN, text="ancient ben", created_at=utcnow() - timedelta(days=40)),
+        ]
+    )
     assert texts(memory.search_sync("tea", scope=ANN, k=10)) == ["fresh tea"]
     assert memory.purge_sync() == 2
     assert memory.stats()["records"] == 1
@@ -144,8 +159,15 @@ def test_retention_hides_and_purge_deletes(db_path: str, driver: str) -> None:
 def test_capabilities_are_declared_truthfully(db_path: str, driver: str) -> None:
     plain = SQLiteMemory(db_path, driver=driver)
     base = {
-        Capability.SESSION_SCOPE, Capability.AGENT_SCOPE, Capability.METADATA, Capability.FILTERS,
-        Capability.EXPIRY, Capability.KEYWORD_SEARCH, Capability.GET, Capability.DELETE, Capability.EXPORT,
+        Capability.SESSION_SCOPE,
+        Capability.AGENT_SCOPE,
+        Capability.METADATA,
+        Capability.FILTERS,
+        Capability.EXPIRY,
+        Capability.KEYWORD_SEARCH,
+        Capability.GET,
+        Capability.DELETE,
+        Capability.EXPORT,
         Capability.PURGE,
     }
     assert plain.capabilities == base
@@ -158,8 +180,9 @@ def test_capabilities_are_declared_truthfully(db_path: str, driver: str) -> None
 def test_duplicate_id_refuses_the_whole_batch(memory: SQLiteMemory) -> None:
     memory.add_sync([MemoryRecord(id="one", scope=ANN, text="first")])
     with pytest.raises(InvalidInput) as err:
-        memory.add_sync([MemoryRecord(id="two", scope=ANN, text="second"),
-                         MemoryRecord(id="one", scope=ANN, text="again")])
+        memory.add_sync(
+            [MemoryRecord(id="two", scope=ANN, text="second"), MemoryRecord(id="one", scope=ANN, text="again")]
+        )
     assert err.value.field == "records[1].id"
     assert [r.text for r in memory.export_sync(ANN)] == ["first"]
 
@@ -215,17 +238,20 @@ def test_missing_folder_is_a_clear_error(tmp_path: Path) -> None:
         SQLiteMemory(tmp_path / "nope" / "m.db")
 
 
-def test_like_fallback_warns_at_creation_and_searches(db_path: str, driver: str,
-                                                       caplog: pytest.LogCaptureFixture) -> None:
+def test_like_fallback_warns_at_creation_and_searches(
+    db_path: str, driver: str, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level(logging.WARNING, logger="memoryport"):
         memory = SQLiteMemory(db_path, driver=driver, use_fts5=False)
     assert memory.keyword_index == "like"
     assert any("LIKE" in r.getMessage() for r in caplog.records)
-    memory.add_sync([
-        MemoryRecord(scope=ANN, text="Ann drinks green tea"),
-        MemoryRecord(scope=ANN, text="Ann likes 100% cotton"),
-        MemoryRecord(scope=BEN, text="Ben drinks tea"),
-    ])
+    memory.add_sync(
+        [
+            MemoryRecord(scope=ANN, text="Ann drinks green tea"),
+            MemoryRecord(scope=ANN, text="Ann likes 100% cotton"),
+            MemoryRecord(scope=BEN, text="Ben drinks tea"),
+        ]
+    )
     assert texts(memory.search_sync("TEA please", scope=ANN, k=5)) == ["Ann drinks green tea"]
     assert texts(memory.search_sync("100%", scope=ANN, k=5)) == ["Ann likes 100% cotton"]
     assert memory.search_sync("_", scope=ANN, k=5) == []
@@ -240,8 +266,12 @@ def test_like_fallback_warns_at_creation_and_searches(db_path: str, driver: str,
 
 def test_hybrid_search_finds_by_vector_too(db_path: str, driver: str) -> None:
     memory = SQLiteMemory(db_path, embedder=bow_embedder(), driver=driver)
-    memory.add_sync([MemoryRecord(scope=ANN, text=t) for t in
-                     ("green tea in the morning", "a walk in the park", "coffee after lunch")])
+    memory.add_sync(
+        [
+            MemoryRecord(scope=ANN, text=t)
+            for t in ("green tea in the morning", "a walk in the park", "coffee after lunch")
+        ]
+    )
     hits = memory.search_sync("green tea", scope=ANN, k=2)
     assert getattr(hits, "mode", None) == "hybrid"
     assert hits[0].record.text == "green tea in the morning"
@@ -304,8 +334,13 @@ def test_wrong_embedder_on_open_names_the_way_out(db_path: str, driver: str) -> 
         SQLiteMemory(db_path, embedder=bow_embedder(64, "other-64"), driver=driver)
 
     seen: list[tuple[int, int]] = []
-    n = SQLiteMemory.reembed_sync(db_path, bow_embedder(32, "bow-32"), batch_size=3,
-                                  progress=lambda done, total: seen.append((done, total)), driver=driver)
+    n = SQLiteMemory.reembed_sync(
+        db_path,
+        bow_embedder(32, "bow-32"),
+        batch_size=3,
+        progress=lambda done, total: seen.append((done, total)),
+        driver=driver,
+    )
     assert n == 10
     assert seen[0] == (0, 10) and seen[-1] == (10, 10) and len(seen) == 5
     reopened = SQLiteMemory(db_path, embedder=bow_embedder(32, "bow-32"), driver=driver)
@@ -337,8 +372,7 @@ def test_reembed_failure_leaves_the_file_as_it_was(db_path: str, driver: str) ->
         return np.ones((len(batch), 16))
 
     with pytest.raises(EmbeddingError):
-        SQLiteMemory.reembed_sync(db_path, CallableEmbedder(failing, dim=16, name="new"), batch_size=2,
-                                  driver=driver)
+        SQLiteMemory.reembed_sync(db_path, CallableEmbedder(failing, dim=16, name="new"), batch_size=2, driver=driver)
     SQLiteMemory(db_path, embedder=bow_embedder(), driver=driver).close()  # still the old embedder
 
 

@@ -26,8 +26,11 @@ def concurrent(path: str, driver: str, proc: int, batches: int, size: int) -> in
             scope = MemoryScope(user_id=f"user{(proc + t) % 3}", session_id=f"p{proc}t{t}")
             for b in range(batches):
                 records = [
-                    MemoryRecord(scope=scope, text=f"record p{proc} t{t} b{b} r{i} shared words",
-                                 metadata={"p": proc, "t": t, "b": b, "i": i})
+                    MemoryRecord(
+                        scope=scope,
+                        text=f"record p{proc} t{t} b{b} r{i} shared words",
+                        metadata={"p": proc, "t": t, "b": b, "i": i},
+                    )
                     for i in range(size)
                 ]
                 await memory.add(records)
@@ -56,10 +59,12 @@ def crash(path: str, driver: str, start: int, size: int) -> int:
     scope = MemoryScope(user_id="crash")
     b = start
     while True:
-        memory.add_sync([
-            MemoryRecord(scope=scope, text=f"batch {b} record {i} " + "filler " * 20, metadata={"batch": b})
-            for i in range(size)
-        ])
+        memory.add_sync(
+            [
+                MemoryRecord(scope=scope, text=f"batch {b} record {i} " + "filler " * 20, metadata={"batch": b})
+                for i in range(size)
+            ]
+        )
         print(f"committed {b}", flush=True)
         b += 1
 
