@@ -51,6 +51,8 @@ class SQLiteMemory(GuardedMemory):
         busy_timeout: seconds a writer waits for another process's write.
         cache_bytes: bound on the vectors kept in RAM (least recently used go).
         candidates: how many keyword and vector candidates hybrid search fuses.
+        search_mode: with an embedder, ``"hybrid"`` (BM25 and cosine fused),
+            ``"vector"`` (cosine only) or ``"keyword"`` (BM25 only).
         limits, sink, capture_content: see :class:`~memoryport.GuardedMemory`.
 
     Example:
@@ -76,6 +78,7 @@ class SQLiteMemory(GuardedMemory):
         busy_timeout: float = 30.0,
         cache_bytes: int = 2 << 30,
         candidates: int = 50,
+        search_mode: str = "hybrid",
         limits: Limits = DEFAULT_LIMITS,
         sink: EventSink | None = None,
         capture_content: bool = False,
@@ -98,6 +101,7 @@ class SQLiteMemory(GuardedMemory):
             busy_timeout=busy_timeout,
             cache_bytes=cache_bytes,
             candidates=candidates,
+            search_mode=search_mode,
         )
         self._store = store
         super().__init__(

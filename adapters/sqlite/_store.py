@@ -215,7 +215,11 @@ class SQLiteStore:
         busy_timeout: float = 30.0,
         cache_bytes: int = 2 << 30,
         candidates: int = 50,
+        search_mode: str = "hybrid",
     ) -> None:
+        if search_mode not in ("hybrid", "vector", "keyword"):
+            raise InvalidInput("search_mode must be 'hybrid', 'vector' or 'keyword'", field="search_mode")
+        self.search_mode = search_mode
         self.path = os.fspath(path)
         if self.path == ":memory:" or self.path.startswith("file:"):
             raise UsageError("SQLiteMemory needs a file path (it opens one connection per thread)")
@@ -717,17 +721,19 @@ class SQLiteStore:
             return await self._run(lambda: self._read(lambda conn: self._recent(conn, scope, k, filters)))
         qvec: F32 | None = None
         mode = "keyword"
-        if self.embedder is not None:
+        if self.embedder is not None and self.search_mode != "keyword":
             try:
                 qvec = (await _embed(self.embedder, [query]))[0]
-                mode = "hybrid"
+                mode = self.search_mode
             except Exception as exc:
                 logger.warning(
                     "SQLite %s: the embedder failed during search (%s); searching by keywords only",
                     os.path.basename(self.path),
                     type(exc).__name__,
                 )
-        hits = await self._run(lambda: self._read(lambda conn: self._search(conn, query, qvec, scope, k, filters)))
+        hits = await self._run(
+            lambda: self._read(lambda conn: self._search(conn, query, qvec, mode, scope, k, filters))
+        )
         return SearchResults(hits, mode=mode)
 
     def _recent(
@@ -750,25 +756,29 @@ class SQLiteStore:
         conn: Conn,
         query: str,
         qvec: F32 | None,
+        mode: str,
         scope: MemoryScope,
         k: int,
         filters: Mapping[str, MetadataValue] | None,
     ) -> list[MemoryHit]:
         now = _us(utcnow())
-        limit = k if qvec is None else max(k, self.candidates)
-        keyword = self._keyword(conn, query, scope, limit, filters, now)
-        if qvec is None:
-            rows = self._rows(conn, [rid for rid, _ in keyword])
-            return [
-                MemoryHit(record=_record(rows[rid]), score=score, signal="keyword")
-                for rid, score in keyword
-                if rid in rows
-            ]
-        vector = self._vector(conn, qvec, scope, limit, filters, now)
-        fused = ranking.reciprocal_rank_fusion([[rid for rid, _ in keyword], vector])[:k]
-        rows = self._rows(conn, [rid for rid, _ in fused])
+        if qvec is None or mode == "keyword":
+            ranked = self._keyword(conn, query, scope, k, filters, now)
+            signal = "keyword"
+        elif mode == "vector":
+            ranked = self._vector(conn, qvec, scope, k, filters, now)
+            signal = "vector"
+        else:
+            limit = max(k, self.candidates)
+            keyword = self._keyword(conn, query, scope, limit, filters, now)
+            vector = self._vector(conn, qvec, scope, limit, filters, now)
+            ranked = ranking.reciprocal_rank_fusion([[rid for rid, _ in keyword], [rid for rid, _ in vector]])[:k]
+            signal = "hybrid"
+        rows = self._rows(conn, [rid for rid, _ in ranked])
         return [
-            MemoryHit(record=_record(rows[rid]), score=score, signal="hybrid") for rid, score in fused if rid in rows
+            MemoryHit(record=_record(rows[rid]), score=score, signal=signal)  # type: ignore[arg-type]
+            for rid, score in ranked
+            if rid in rows
         ]
 
     def _rows(self, conn: Conn, rids: Sequence[int]) -> dict[int, Sequence[Any]]:
@@ -867,7 +877,8 @@ class SQLiteStore:
         limit: int,
         filters: Mapping[str, MetadataValue] | None,
         now: int,
-    ) -> list[int]:
+    ) -> list[tuple[int, float]]:
+        """(rid, cosine similarity) best first."""
         block = self._block(conn, scope)
         if not len(block.rids):
             return []
@@ -888,7 +899,7 @@ class SQLiteStore:
             return []
         top = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else np.arange(len(scores))
         top = top[np.argsort(-scores[top], kind="stable")]
-        return [int(r) for r in block.rids[top]]
+        return [(int(rid), float(score)) for rid, score in zip(block.rids[top], scores[top])]
 
     # -- maintenance -------------------------------------------------------------
 

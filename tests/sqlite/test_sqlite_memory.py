@@ -432,3 +432,23 @@ async def test_async_api_on_any_loop(db_path: str, driver: str) -> None:
     await memory.add([MemoryRecord(scope=ANN, text="async tea")])
     assert texts(await memory.search("tea", scope=ANN)) == ["async tea"]
     await memory.aclose()
+
+
+@pytest.mark.parametrize("mode", ["vector", "keyword", "hybrid"])
+def test_search_mode_is_chosen_and_reported(db_path: str, driver: str, mode: str) -> None:
+    memory = SQLiteMemory(db_path, embedder=bow_embedder(), driver=driver, search_mode=mode)
+    memory.add_sync([MemoryRecord(scope=ANN, text=t) for t in ("green tea", "black coffee", "tea and coffee")])
+    hits = memory.search_sync("green tea", scope=ANN, k=3)
+    assert getattr(hits, "mode", None) == mode
+    assert {h.signal for h in hits} == {mode}
+    assert hits[0].record.text == "green tea"
+    if mode == "vector":
+        assert len(hits) == 3 and hits[0].score == pytest.approx(1.0, abs=1e-5)  # cosine of identical texts
+    if mode == "keyword":
+        assert len(hits) == 2
+    memory.close()
+
+
+def test_unknown_search_mode_is_refused(db_path: str) -> None:
+    with pytest.raises(InvalidInput):
+        SQLiteMemory(db_path, search_mode="fuzzy")
