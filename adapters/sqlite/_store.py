@@ -148,6 +148,18 @@ async def _embed(embedder: EmbeddingPort, texts: list[str]) -> F32:
     return _normalise(check_matrix(rows, len(texts), int(embedder.dim), embedder.name))
 
 
+# Below this many floats, numpy's own loop (einsum) beats BLAS: a multi-threaded
+# BLAS gemv waits for its threads to wake, 8-16 ms on a loaded 2-core machine,
+# whatever the size (measured: docs/benchmarks-sqlite.md). Above it, BLAS threads pay off.
+_BLAS_FROM = 64_000_000
+
+
+def _dot(matrix: F32, q: F32) -> F32:
+    if matrix.size < _BLAS_FROM:
+        return np.einsum("ij,j->i", matrix, q)  # type: ignore[no-any-return]
+    return matrix @ q  # type: ignore[no-any-return]
+
+
 def _normalise(matrix: F32) -> F32:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return np.ascontiguousarray(matrix / np.maximum(norms, 1e-12), dtype=np.float32)
@@ -157,10 +169,12 @@ _COLUMNS = "r.rid, r.id, r.user_id, r.session_id, r.agent_id, r.text, r.metadata
 
 
 def _record(row: Sequence[Any]) -> MemoryRecord:
+    # Rows were validated on the way in; re-validating every text on every read
+    # would cost ~50 µs per hit (more than a 10k-vector scan), so construct directly.
     _, rid, user, session, agent, text, metadata, created, expires = row
-    return MemoryRecord(
+    return MemoryRecord.model_construct(
         id=rid,
-        scope=MemoryScope(user_id=user, session_id=session, agent_id=agent),
+        scope=MemoryScope.model_construct(user_id=user, session_id=session, agent_id=agent),
         text=text,
         metadata=json.loads(metadata) if metadata else {},
         created_at=_dt(created),
@@ -805,11 +819,13 @@ class SQLiteStore:
             if expression is None:
                 return []
             # The tenant token confines the FTS5 scan to this user's postings, so
-            # other users' records cost (almost) nothing.
+            # other users' records cost (almost) nothing. CROSS JOIN keeps FTS5 as
+            # the outer loop: the planner would otherwise run one MATCH per record
+            # of the user.
             match = f'tenant : "{tenant_token(scope.user_id)}" AND body : ({expression})'
             rows = conn.execute(
                 "SELECT r.rid, m.score FROM (SELECT rowid AS rid, bm25(records_fts, 1.0, 0.0) AS score "
-                "FROM records_fts WHERE records_fts MATCH ?) AS m JOIN records r ON r.rid = m.rid "
+                "FROM records_fts WHERE records_fts MATCH ?) AS m CROSS JOIN records r ON r.rid = m.rid "
                 f"WHERE {where} AND {live}{fsql} ORDER BY m.score LIMIT ?",
                 [match, *params, now, *fparams, limit],
             ).fetchall()
@@ -882,7 +898,7 @@ class SQLiteStore:
         block = self._block(conn, scope)
         if not len(block.rids):
             return []
-        scores = block.matrix @ qvec
+        scores = _dot(block.matrix, qvec)
         dead = block.expires <= now
         if filters:
             where, params = _scope_sql(scope)
