@@ -116,7 +116,7 @@ class LookupEmbedder:
         self.table: dict[str, np.ndarray[Any, np.dtype[np.float32]]] = {}
 
     def put(self, texts: Sequence[str], vectors: np.ndarray[Any, np.dtype[np.float32]]) -> None:
-        for text, row in zip(texts, vectors):
+        for text, row in zip(texts, vectors, strict=True):
             self.table[text] = row
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
@@ -198,8 +198,7 @@ async def bench_add(corpus: Corpus, n: int, runs: int, folder: Path) -> list[lis
                 await memory.add(batch[i : i + BATCH])
             rates[kind].append(n / (time.perf_counter() - start))
             await memory.aclose()
-            for suffix in ("", "-wal", "-shm"):
-                Path(str(path) + suffix).unlink(missing_ok=True)
+            remove(path)
     return [[kind, n, statistics.median(r), min(r), max(r), len(r)] for kind, r in rates.items()]
 
 
@@ -287,8 +286,10 @@ async def bench_search(
         await m.aclose()
     # Ratios are to the faster numpy variant of this run.
     base = min(median_ms(t) for name, t in times.items() if name.startswith("numpy"))
-    rows = [[name, n, median_ms(t), sorted(t)[int(len(t) * 0.95) - 1] * 1000, median_ms(t) / base]
-            for name, t in times.items()]
+    rows = [
+        [name, n, median_ms(t), sorted(t)[int(len(t) * 0.95) - 1] * 1000, median_ms(t) / base]
+        for name, t in times.items()
+    ]
     info = {"cold_vector_ms": cold * 1000, "recall_vs_numpy": statistics.mean(agree)}
     return rows, info
 
@@ -353,6 +354,21 @@ async def bench_tenant(corpus: Corpus, others: int, queries: int, folder: Path) 
     return rows
 
 
+def remove(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+
+
+def scratch(folder: str | None) -> Path:
+    path = Path(folder or tempfile.mkdtemp(prefix="memoryport-bench-"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def write(path: str, text: str) -> None:
+    Path(path).write_text(text)
+
+
 # -- main --------------------------------------------------------------------------------
 
 
@@ -371,8 +387,7 @@ async def main(argv: Sequence[str] | None = None) -> str:
     if args.quick:
         args.sizes, args.tenant_others, args.queries, args.runs = [2_000], 5_000, 8, 1
     add_sizes = args.add_sizes or [s for s in args.sizes if s <= 100_000]
-    folder = Path(args.dir or tempfile.mkdtemp(prefix="memoryport-bench-"))
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = scratch(args.dir)
     corpus = Corpus()
     out: list[str] = []
 
@@ -399,9 +414,8 @@ async def main(argv: Sequence[str] | None = None) -> str:
             r, info = await bench_search(corpus, n, args.queries, folder, with_vec0=n <= args.vec0_max)
             rows += r
             infos.append([n, info["cold_vector_ms"], info["recall_vs_numpy"]])
-            for f in folder.glob("*.db*"):
-                if f.name.startswith(("search-", "vec0-")):
-                    f.unlink()
+            for f in (folder / f"search-{n}.db", folder / f"vec0-{n}.db"):
+                remove(f)
         emit(f"\n### Search latency, one user holding every record, k={K}, {DIM}-d ({args.queries} queries)\n")
         emit(table(["method", "records", "median ms", "p95 ms", "x best numpy"], rows))
         emit("\nFirst vector search after opening (reads the scope's vectors into RAM), and recall@10 vs numpy:\n")
@@ -415,7 +429,7 @@ async def main(argv: Sequence[str] | None = None) -> str:
             shutil.rmtree(folder, ignore_errors=True)
     text = "\n".join(out) + "\n"
     if args.out:
-        Path(args.out).write_text(text)
+        write(args.out, text)
     return text
 
 

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memoryport.adapters.sqlite.ranking import (
+    STOPWORDS,
     like_patterns,
     match_expression,
     query_terms,
@@ -17,25 +18,18 @@ from memoryport.adapters.sqlite.ranking import (
 
 
 def test_terms_are_lowercased_distinct_words_in_order() -> None:
-    assert query_terms("Tea, TEA and coffee? tea!") == ["tea", "and", "coffee"]
+    assert query_terms("Tea, TEA and coffee? tea!") == ["tea", "coffee"]
 
 
 def test_operators_and_syntax_become_plain_words() -> None:
-    assert query_terms('"a" AND b OR NOT c NEAR(d e) f* ^g body:h') == [
-        "a",
-        "and",
-        "b",
-        "or",
-        "not",
-        "c",
-        "near",
-        "d",
-        "e",
-        "f",
-        "g",
-        "body",
-        "h",
-    ]
+    words = query_terms('"x" AND b OR NOT c NEAR(e f) g* ^h body:k', stopwords=frozenset())
+    assert words == ["x", "and", "b", "or", "not", "c", "near", "e", "f", "g", "h", "body", "k"]
+
+
+def test_stopwords_are_dropped_unless_nothing_else_is_left() -> None:
+    assert query_terms("What does Ann like to drink?") == ["ann", "like", "drink"]
+    assert query_terms("who is it") == ["who", "is", "it"]
+    assert "the" in STOPWORDS and "tea" not in STOPWORDS
 
 
 def test_symbols_and_emoji_only_give_no_expression() -> None:
@@ -49,11 +43,12 @@ def test_non_ascii_words_are_kept() -> None:
 
 
 def test_expression_quotes_every_word() -> None:
-    assert match_expression("ann's tea") == '"ann" OR "s" OR "tea"'
+    assert match_expression("ann's tea") == '"ann" OR "tea"'
+    assert match_expression('a "b" c') == '"b" OR "c"'
 
 
 def test_like_patterns_escape_wildcards() -> None:
-    assert like_patterns("100% a_b") == ["%100%", "%a%", "%b%"]
+    assert like_patterns("100% x_y") == ["%100%", "%x%", "%y%"]
     assert like_patterns("x\\y") == ["%x%", "%y%"]
 
 

@@ -45,6 +45,16 @@ def test_processes_and_threads_add_and_search_one_file(db_path: str, driver: str
     assert set(seen.values()) == {1}
     assert memory.stats()["records"] == len(expected)
     memory.close()
+    assert_counts_consistent(db_path, driver)
+
+
+def assert_counts_consistent(db_path: str, driver: str) -> None:
+    """The per-user counts and the file's record counter match the rows (they steer the FTS5 plan)."""
+    conn = load_driver(driver)[1].connect(db_path)
+    total = conn.execute("SELECT count(*) FROM records").fetchone()[0]
+    assert int(conn.execute("SELECT value FROM meta WHERE key = 'records'").fetchone()[0]) == total
+    assert conn.execute("SELECT coalesce(sum(n), 0) FROM generations").fetchone()[0] == total
+    conn.close()
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
@@ -79,7 +89,9 @@ def test_sigkill_mid_batch_leaves_whole_batches(db_path: str, driver: str) -> No
     assert set(counts.values()) == {size}, counts  # every batch whole or absent
     assert committed <= set(counts)
     assert memory.search_sync("filler", scope=MemoryScope(user_id="crash"), k=3)
+    memory.delete_sync(scope=MemoryScope(user_id="crash"))
     memory.close()
+    assert_counts_consistent(db_path, driver)
 
 
 HOSTILE = [

@@ -452,3 +452,13 @@ def test_search_mode_is_chosen_and_reported(db_path: str, driver: str, mode: str
 def test_unknown_search_mode_is_refused(db_path: str) -> None:
     with pytest.raises(InvalidInput):
         SQLiteMemory(db_path, search_mode="fuzzy")
+
+
+def test_keyword_search_widens_past_rows_that_fail_scope_or_filters(memory: SQLiteMemory) -> None:
+    s1 = MemoryScope(user_id="ann", session_id="s1")
+    # Many better-ranked rows (short texts) that the filter or the session rules out.
+    memory.add_sync([MemoryRecord(scope=ANN, text="tea", metadata={"kind": "a"}) for _ in range(300)])
+    memory.add_sync([MemoryRecord(scope=s1, text="tea " + "filler " * 40, metadata={"kind": "b"})])
+    hits = memory.search_sync("tea", scope=ANN, k=1, filters={"kind": "b"})
+    assert [h.record.metadata["kind"] for h in hits] == ["b"]
+    assert len(memory.search_sync("tea", scope=s1, k=5)) == 1
