@@ -317,23 +317,21 @@ async def bench_tenant(corpus: Corpus, others: int, queries: int, folder: Path) 
     shared = SQLiteMemory(shared_path, embedder=embedder)
     # My records are spread through the file among 1,000 other users' records.
     other_vectors = corpus.vectors(20_000)
-    step = max(1, others // mine_n)
     mine = records(lambda i: me, texts)
-    at = 0
-    pos = 0
+    per_chunk = max(1, -(-mine_n * BATCH // (others + mine_n)))  # my share of each batch
+    at = pos = 0
     while at < others:
-        n = min(BATCH, others - at)
+        n = min(BATCH - per_chunk, others - at)
         chunk_texts = corpus.texts(n)
         embedder.put(chunk_texts, other_vectors[np.arange(at, at + n) % len(other_vectors)])
         chunk = records(lambda i, base=at: MemoryScope(user_id=f"user{(base + i) % 1000}"), chunk_texts)
-        take = min(len(mine) - pos, max(1, n // step))
-        chunk.extend(mine[pos : pos + take])
-        pos += take
+        chunk.extend(mine[pos : pos + per_chunk])
+        pos += per_chunk
         await shared.add(chunk)
         embedder.table = {t: embedder.table[t] for t in (*texts, *qtexts)}  # keep RAM flat
         at += n
-    if pos < len(mine):
-        await shared.add(mine[pos:])
+    for i in range(pos, len(mine), BATCH):
+        await shared.add(mine[i : i + BATCH])
     modes = {}
     for label, path in (("alone", alone_path), ("shared", shared_path)):
         for mode in ("keyword", "vector", "hybrid"):

@@ -6,6 +6,7 @@ Plain storage behind :class:`memoryport.GuardedMemory`; see ``docs/sqlite.md``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
@@ -91,6 +92,7 @@ def _dt(value: int) -> datetime:
     return _EPOCH + timedelta(microseconds=value)
 
 
+@functools.lru_cache(maxsize=65_536)
 def tenant_token(user_id: str | None) -> str:
     """The FTS5 token (and cache key) standing for a user: digits of a hash, never the id."""
     raw = b"\x00" if user_id is None else b"u" + user_id.encode("utf-8")
@@ -597,7 +599,8 @@ class SQLiteStore:
                     )
                 )
                 fts.append((rid, r.text, tenant_token(r.scope.user_id)))
-                metas.extend((rid, *_meta_row(k, v)) for k, v in r.metadata.items())
+                if r.metadata:
+                    metas.extend((rid, *_meta_row(k, v)) for k, v in r.metadata.items())
             try:
                 conn.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
             except self.driver.IntegrityError:
