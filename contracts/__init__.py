@@ -33,7 +33,7 @@ except ImportError as exc:  # pragma: no cover - the contracts extra brings pyte
 pytest.register_assert_rewrite("memoryport.contracts._suite")
 
 from ._plugin import (  # noqa: E402
-    pytest_collection_modifyitems,
+    pytest_collection_finish,
     pytest_runtest_logreport,
     pytest_terminal_summary,
 )
@@ -43,7 +43,7 @@ __all__ = [
     "BASE_TESTS",
     "CONTRACT_TESTS",
     "MemoryContract",
-    "pytest_collection_modifyitems",
+    "pytest_collection_finish",
     "pytest_runtest_logreport",
     "pytest_terminal_summary",
 ]

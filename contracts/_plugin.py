@@ -10,7 +10,7 @@ import pytest
 from memoryport._guard import GuardedMemory
 from memoryport._port import Capability
 
-__all__ = ["note_capabilities", "pytest_runtest_logreport", "pytest_terminal_summary"]
+__all__ = ["note_capabilities", "pytest_collection_finish", "pytest_runtest_logreport", "pytest_terminal_summary"]
 
 _SYMBOL = {"passed": "✅", "failed": "❌", "error": "❌", "skipped": "⊘", "xfailed": "✖", "xpassed": "❌"}
 
@@ -48,9 +48,9 @@ def note_capabilities(item: Any, memory: GuardedMemory) -> None:
         store.capabilities = memory.capabilities
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Note every collected contract test, so that tests erroring in setup still show."""
-    for item in items:
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Note every selected contract test, so that tests erroring in setup still show."""
+    for item in session.items:
         found = _class_of(item)
         if found is not None:
             _nodes[item.nodeid] = found
@@ -86,23 +86,24 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Print one table per store: its capabilities, then each contract test's result."""
-    from ._suite import CONTRACT_TESTS
+    from ._suite import BASE_TESTS, CONTRACT_TESTS
 
     if not _stores:
         return
     write = terminalreporter.write_line
     terminalreporter.write_sep("=", "memoryport contract suite")
+    width = max(len(n) for n in CONTRACT_TESTS)
     for nodeid, store in sorted(_stores.items()):
         write(f"{nodeid}  (backend {store.backend!r})")
         if store.capabilities is not None:
             caps = "  ".join(f"{'✅' if c in store.capabilities else '⊘'} {c.value}" for c in Capability)
             write(f"  capabilities: {caps}")
-        width = max(len(n) for n in CONTRACT_TESTS)
         for name, capability in CONTRACT_TESTS.items():
             if name not in store.results:
                 continue
             outcome = store.results[name]
-            needs = capability.value if capability is not None else "base"
+            needs = capability.value if capability is not None else "-"
+            kind = "base" if name in BASE_TESTS else "optional"
             if (
                 capability is not None
                 and store.capabilities is not None
@@ -111,7 +112,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             ):
                 outcome = "passed (undeclared: refusal checked)"
             reason = f"  ({store.reasons[name]})" if name in store.reasons else ""
-            write(f"  {_SYMBOL.get(outcome.split()[0], '?')} {name:<{width}}  {needs:<15} {outcome}{reason}")
+            symbol = _SYMBOL.get(outcome.split()[0], "?")
+            write(f"  {symbol} {name:<{width}}  {needs:<15} {kind:<8} {outcome}{reason}")
         counts: dict[str, int] = {}
         for outcome in store.results.values():
             counts[outcome] = counts.get(outcome, 0) + 1

@@ -22,7 +22,10 @@ from memoryport._records import MemoryHit, MemoryRecord, MemoryScope
 
 __all__ = ["BASE_TESTS", "CONTRACT_TESTS", "MemoryContract"]
 
-# What each contract test depends on; None means every backend (a base item).
+# What each contract test depends on (None: nothing, it runs the same on every
+# backend). With the capability declared the test checks that it works; without
+# it, that it is refused with UnsupportedCapability (search-only capabilities,
+# which nothing can refuse, are skipped instead).
 CONTRACT_TESTS: dict[str, Capability | None] = {
     "test_memory_is_guarded": None,
     "test_add_returns_unique_ids_in_order": None,
@@ -34,11 +37,11 @@ CONTRACT_TESTS: dict[str, Capability | None] = {
     "test_get_round_trips_a_record": Capability.GET,
     "test_other_scopes_ids_answer_none_and_zero": None,
     "test_delete_by_ids": Capability.DELETE,
-    "test_erasing_a_user_removes_exactly_that_user": None,
-    "test_export_is_complete_and_oldest_first": None,
+    "test_erasing_a_user_removes_exactly_that_user": Capability.DELETE,
+    "test_export_is_complete_and_oldest_first": Capability.EXPORT,
     "test_metadata_round_trips": Capability.METADATA,
     "test_filters_match_metadata_exactly": Capability.FILTERS,
-    "test_expired_records_never_come_back": None,
+    "test_expired_records_never_come_back": Capability.EXPIRY,
     "test_purge_removes_expired_records": Capability.PURGE,
     "test_keyword_search_finds_words": Capability.KEYWORD_SEARCH,
     "test_vector_search_ranks_identical_text_first": Capability.VECTOR_SEARCH,
@@ -51,12 +54,27 @@ CONTRACT_TESTS: dict[str, Capability | None] = {
 }
 
 # Items no backend can waive: overriding them fails test_no_silent_opt_outs,
-# even with an xfail. Capability-named tests above may be opted out with a
-# reasoned strict xfail.
-BASE_TESTS: frozenset[str] = frozenset(name for name, cap in CONTRACT_TESTS.items() if cap is None) | {
-    "test_session_scope",
-    "test_agent_scope",
-}
+# even with an xfail. The others may be opted out with a reasoned strict xfail.
+BASE_TESTS: frozenset[str] = frozenset(
+    {
+        "test_memory_is_guarded",
+        "test_add_returns_unique_ids_in_order",
+        "test_empty_query_lists_newest_first",
+        "test_k_is_respected",
+        "test_users_are_isolated",
+        "test_session_scope",
+        "test_agent_scope",
+        "test_other_scopes_ids_answer_none_and_zero",
+        "test_erasing_a_user_removes_exactly_that_user",
+        "test_export_is_complete_and_oldest_first",
+        "test_expired_records_never_come_back",
+        "test_invalid_input_is_refused_and_nothing_stored",
+        "test_sync_twins_give_what_async_gives",
+        "test_events_carry_no_content",
+        "test_random_operations_match_a_model",
+        "test_no_silent_opt_outs",
+    }
+)
 
 # Undeclared capabilities that nothing can refuse: search is always callable,
 # so a backend without keyword or vector search simply skips those tests.

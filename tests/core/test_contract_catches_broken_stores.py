@@ -143,5 +143,5 @@ def test_summary_table_is_printed(outcomes: tuple[dict[str, str], str]) -> None:
     _, out = outcomes
     assert "memoryport contract suite" in out
     assert "test_stores.py::TestShortExport  (backend 'short-export')" in out
-    assert re.search(r"❌ test_export_is_complete_and_oldest_first\s+base\s+failed", out), out[-3000:]
+    assert re.search(r"❌ test_export_is_complete_and_oldest_first\s+export\s+base\s+failed", out), out[-3000:]
     assert "✅ session_scope" in out and "⊘ vector_search" in out
