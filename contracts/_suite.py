@@ -351,7 +351,7 @@ class MemoryContract:
             if self._has(memory, Capability.EXPORT):
                 assert {r.text for r in await memory.export(scope)} == want
         assert memory.dropped_out_of_scope == before, (
-            f"the backend returned records outside a {field} scope; the guard dropped them"
+            f"the backend returned records outside a scope that sets {field}; the guard dropped them"
         )
 
     async def test_session_scope(self, memory: GuardedMemory) -> None:
