@@ -861,11 +861,14 @@ class MemoryContract:
         await anyio.to_thread.run_sync(run)
 
     async def _play(self, memory: GuardedMemory, layout: list[tuple[int, dict[str, str]]], ops: list[_Op]) -> None:
-        users = [f"mp-model-{_token()}" for _ in range(2)]
+        # the second user id extends the first: erasing by prefix instead of equality shows up
+        first = f"mp-model-{_token()}"
+        users = [first, f"{first}-2"]
         scopes = [MemoryScope(user_id=users[u], **ids) for u, ids in layout]
         queries = list(dict.fromkeys([*scopes, *(MemoryScope(user_id=u) for u in users)]))
         model: dict[str, MemoryRecord] = {}
         every_id: list[str] = []
+        owners: dict[str, MemoryScope] = {}
         before = memory.dropped_out_of_scope
 
         async def check(query: MemoryScope) -> None:
@@ -886,6 +889,7 @@ class MemoryContract:
                     assert record_id not in model, "add returned an id already in use"
                     model[record_id] = record
                     every_id.append(record_id)
+                    owners[record_id] = scope
                 await self.settle(memory)
             elif step.kind == "delete" and every_id:
                 target = every_id[step.pick % len(every_id)]
@@ -905,8 +909,10 @@ class MemoryContract:
         for query in queries:
             await check(query)
         if Capability.GET in memory.capabilities:
+            user_scopes = [MemoryScope(user_id=u) for u in users]
             for record_id in every_id:
-                for query in queries:
+                # both users plus the record's own scope: enough to see a leak, cheap on slow stores
+                for query in dict.fromkeys([*user_scopes, owners[record_id]]):
                     got = await memory.get(record_id, scope=query)
                     visible = record_id in model and query.covers(model[record_id].scope)
                     assert (got is not None) == visible, "get differs from the model"
