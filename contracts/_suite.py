@@ -566,6 +566,7 @@ class MemoryContract:
             MemoryRecord(scope=scope, text=self.text("dentist", "note"), metadata={"kind": "note", "n": 1}),
             MemoryRecord(scope=scope, text=self.text("dentist", "string"), metadata={"kind": "visit", "n": "1"}),
             MemoryRecord(scope=other, text=self.text("dentist", "visit"), metadata={"kind": "visit", "n": 1}),
+            MemoryRecord(scope=scope, text=self.text("dentist", "flag"), metadata={"kind": "flag", "n": True}),
         ]
         await self.add(memory, records)
 
@@ -576,6 +577,8 @@ class MemoryContract:
         assert await texts("", {"kind": "visit"}) == visits
         assert await texts("", {"kind": "visit", "n": 1}) == {records[0].text}
         assert await texts("", {"n": "1"}) == {records[3].text}
+        assert await texts("", {"n": 1}) == {records[0].text, records[2].text}, "1 matched True or '1'"
+        assert await texts("", {"n": True}) == {records[5].text}, "True matched 1"
         assert await texts("", {"kind": "absent"}) == set()
         hits = await texts("dentist", {"kind": "note"})
         assert hits <= {records[2].text}
