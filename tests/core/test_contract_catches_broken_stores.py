@@ -148,7 +148,9 @@ def test_leaky_search_fails(outcomes: tuple[dict[str, str], str]) -> None:
 def test_greedy_erase_fails(outcomes: tuple[dict[str, str], str]) -> None:
     results, out = outcomes
     bad = failing(results, "TestGreedyErase")
-    assert bad == {"test_erasing_a_user_removes_exactly_that_user", "test_random_operations_match_a_model"}, out[-3000:]
+    assert "test_erasing_a_user_removes_exactly_that_user" in bad, out[-3000:]
+    # the random model test finds this bug in most runs, not all: it may fail too, nothing else may
+    assert bad <= {"test_erasing_a_user_removes_exactly_that_user", "test_random_operations_match_a_model"}
 
 
 def test_short_export_fails(outcomes: tuple[dict[str, str], str]) -> None:
