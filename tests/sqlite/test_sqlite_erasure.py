@@ -7,11 +7,12 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from conftest import bow_embedder
 
 from memoryport import MemoryRecord, MemoryScope, SQLiteMemory
 from memoryport._records import utcnow
 from memoryport.adapters.sqlite import load_driver
+
+from .support import bow_embedder
 
 ANN = MemoryScope(user_id="ann")
 BEN = MemoryScope(user_id="ben")

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import WORKER, bow_embedder, python
 
 from memoryport import (
     CallableEmbedder,
@@ -27,6 +26,8 @@ from memoryport import (
 )
 from memoryport._records import utcnow
 from memoryport.adapters.sqlite import SCHEMA_VERSION, load_driver
+
+from .support import WORKER, bow_embedder, python
 
 ANN = MemoryScope(user_id="ann")
 BEN = MemoryScope(user_id="ben")
@@ -388,7 +389,7 @@ def test_vector_file_opened_without_embedder_reads_but_refuses_adds(db_path: str
 
 
 def test_another_process_write_is_seen_by_the_next_vector_search(db_path: str, driver: str) -> None:
-    from worker import constant_embedder
+    from .worker import constant_embedder
 
     memory = SQLiteMemory(db_path, embedder=constant_embedder(), driver=driver)
     memory.add_sync([MemoryRecord(scope=ANN, text=f"local {i}") for i in range(3)])
@@ -402,7 +403,7 @@ def test_another_process_write_is_seen_by_the_next_vector_search(db_path: str, d
 
 
 def test_own_writes_extend_the_cached_vectors(db_path: str, driver: str) -> None:
-    from worker import constant_embedder
+    from .worker import constant_embedder
 
     memory = SQLiteMemory(db_path, embedder=constant_embedder(), driver=driver)
     memory.add_sync([MemoryRecord(scope=ANN, text="first")])
