@@ -7,6 +7,8 @@ unit-tested) in isolation:
 - :func:`match_expression` turns those words into an FTS5 ``MATCH`` string in
   which every word is quoted, so no input can raise an FTS5 syntax error;
 - :func:`like_patterns` does the same for the ``LIKE`` fallback;
+- :func:`bm25_idf` and :func:`bm25_length_factor` score a user's records
+  when FTS5's own ``bm25()`` would cost too much (a user in a big shared file);
 - :func:`reciprocal_rank_fusion` fuses the keyword and vector rankings.
 
 Example:
@@ -18,13 +20,18 @@ Example:
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Hashable, Iterable, Sequence
 from typing import TypeVar
 
 __all__ = [
+    "BM25_B",
+    "BM25_K1",
     "RRF_K",
     "STOPWORDS",
+    "bm25_idf",
+    "bm25_length_factor",
     "like_patterns",
     "match_expression",
     "query_terms",
@@ -112,6 +119,39 @@ def like_patterns(query: str) -> list[str]:
         escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         out.append(f"%{escaped}%")
     return out
+
+
+BM25_K1 = 1.2
+"""BM25 term-frequency saturation (FTS5's ``bm25()`` uses 1.2 too)."""
+BM25_B = 0.75
+"""BM25 length normalisation (FTS5's ``bm25()`` uses 0.75 too)."""
+
+
+def bm25_idf(df: int, n: int) -> float:
+    """BM25's inverse document frequency of a word found in ``df`` of ``n`` records (always > 0).
+
+    Example:
+        >>> round(bm25_idf(1, 1000), 2), round(bm25_idf(900, 1000), 2)
+        (6.51, 0.11)
+    """
+    n = max(n, df)
+    return math.log((n - df + 0.5) / (df + 0.5) + 1.0)
+
+
+def bm25_length_factor(length: int, avg_length: float, *, k1: float = BM25_K1, b: float = BM25_B) -> float:
+    """BM25's weight of one occurrence of a word in a record of ``length`` words.
+
+    The score of a record is ``factor * sum(idf of the query words it contains)``
+    when each word occurs once (what short memories mostly are).
+
+    Example:
+        >>> bm25_length_factor(10, 10.0)
+        1.0
+        >>> bm25_length_factor(5, 10.0) > bm25_length_factor(20, 10.0)
+        True
+    """
+    norm = 1.0 - b + b * (length / avg_length if avg_length > 0 else 1.0)
+    return (k1 + 1.0) / (1.0 + k1 * norm)
 
 
 def reciprocal_rank_fusion(rankings: Iterable[Sequence[K]], *, k: int = RRF_K) -> list[tuple[K, float]]:

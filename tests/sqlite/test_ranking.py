@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from memoryport.adapters.sqlite.ranking import (
     STOPWORDS,
+    bm25_idf,
+    bm25_length_factor,
     like_patterns,
     match_expression,
     query_terms,
@@ -81,3 +83,14 @@ def test_rrf_orders_best_first_and_breaks_ties_deterministically() -> None:
 def test_rrf_of_nothing_is_empty() -> None:
     assert reciprocal_rank_fusion([[], []]) == []
     assert reciprocal_rank_fusion([]) == []
+
+
+def test_bm25_idf_favours_rare_words_and_stays_positive() -> None:
+    assert bm25_idf(1, 1000) > bm25_idf(10, 1000) > bm25_idf(900, 1000) > 0
+    assert bm25_idf(5, 3) > 0  # a count above n (concurrent writes) is clamped
+
+
+def test_bm25_length_factor_normalises_by_length() -> None:
+    assert bm25_length_factor(10, 10.0) == pytest.approx(1.0)
+    assert bm25_length_factor(2, 10.0) > 1.0 > bm25_length_factor(40, 10.0)
+    assert bm25_length_factor(40, 10.0, b=0.0) == pytest.approx(1.0)

@@ -463,3 +463,48 @@ def test_keyword_search_widens_past_rows_that_fail_scope_or_filters(memory: SQLi
     hits = memory.search_sync("tea", scope=ANN, k=1, filters={"kind": "b"})
     assert [h.record.metadata["kind"] for h in hits] == ["b"]
     assert len(memory.search_sync("tea", scope=s1, k=5)) == 1
+
+
+def test_a_minority_user_gets_bm25_over_its_own_records(db_path: str, driver: str) -> None:
+    memory = SQLiteMemory(db_path, driver=driver)
+    # Ben fills most of the file, so Ann's searches take the per-user BM25 path.
+    memory.add_sync([MemoryRecord(scope=BEN, text=f"ben walks the dog {i} in the rain") for i in range(60)])
+    s1 = MemoryScope(user_id="ann", session_id="s1")
+    memory.add_sync(
+        [
+            MemoryRecord(scope=ANN, text="Ann walks in the park every morning with friends and family"),
+            MemoryRecord(scope=ANN, text="Ann walks"),
+            MemoryRecord(scope=ANN, text="Ann walked to the dentist", metadata={"kind": "visit"}),
+            MemoryRecord(scope=s1, text="dentist appointment moved"),
+            MemoryRecord(scope=ANN, text="Ann likes the rain"),
+        ]
+    )
+    store = memory.port
+    assert store._keyword_local is not None  # the path under test
+    # "dentist" is rarer among Ann's records than "walks": the record with both ranks first.
+    assert texts(memory.search_sync("dentist walks", scope=ANN, k=1)) == ["Ann walked to the dentist"]
+    # Same word (porter: walked = walks): shorter records rank first (length normalisation).
+    assert texts(memory.search_sync("walks", scope=ANN, k=3)) == [
+        "Ann walks",
+        "Ann walked to the dentist",
+        "Ann walks in the park every morning with friends and family",
+    ]
+    assert texts(memory.search_sync("dentist", scope=s1, k=5)) == ["dentist appointment moved"]
+    assert texts(memory.search_sync("dentist", scope=ANN, k=5, filters={"kind": "visit"})) == [
+        "Ann walked to the dentist"
+    ]
+    assert all("ben" not in t for t in texts(memory.search_sync("rain dog", scope=ANN, k=10)))
+    memory.close()
+
+
+def test_doc_sizes_come_from_the_fts5_docsize_table(db_path: str, driver: str) -> None:
+    from memoryport.adapters.sqlite._store import _doc_sizes, _varint
+
+    assert _varint(bytes([5, 0])) == 5 and _varint(bytes([0x81, 0x00])) == 128 and _varint(bytes([0x82, 0x2C])) == 300
+    memory = SQLiteMemory(db_path, driver=driver)
+    words = " ".join(f"w{i}" for i in range(300))
+    memory.add_sync([MemoryRecord(scope=ANN, text="one two three"), MemoryRecord(scope=ANN, text=words)])
+    conn = load_driver(driver)[1].connect(db_path)
+    assert _doc_sizes(conn, [1, 2]) == {1: 3, 2: 300}
+    conn.close()
+    memory.close()
