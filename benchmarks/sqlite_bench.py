@@ -302,8 +302,7 @@ async def fill(memory: SQLiteMemory, chunks: Iterator[list[MemoryRecord]]) -> No
         await memory.add(chunk)
 
 
-async def bench_tenant(corpus: Corpus, others: int, queries: int, folder: Path) -> list[list[Any]]:
-    mine_n = 10_000
+async def bench_tenant(corpus: Corpus, mine_n: int, others: int, queries: int, folder: Path) -> list[list[Any]]:
     texts = corpus.texts(mine_n)
     vectors = corpus.vectors(mine_n)
     embedder = LookupEmbedder()
@@ -375,6 +374,7 @@ async def main(argv: Sequence[str] | None = None) -> str:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--add-sizes", type=int, nargs="+", default=None, help="default: --sizes without 1M")
     parser.add_argument("--tenant-others", type=int, default=100_000)
+    parser.add_argument("--tenant-mine", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--runs", type=int, default=3, help="add-throughput runs per kind")
     parser.add_argument("--vec0-max", type=int, default=100_000, help="largest size compared with sqlite-vec")
@@ -383,7 +383,7 @@ async def main(argv: Sequence[str] | None = None) -> str:
     parser.add_argument("--out", default=None, help="also write the tables to this Markdown file")
     args = parser.parse_args(argv)
     if args.quick:
-        args.sizes, args.tenant_others, args.queries, args.runs = [2_000], 5_000, 8, 1
+        args.sizes, args.tenant_mine, args.tenant_others, args.queries, args.runs = [2_000], 2_000, 5_000, 8, 1
     add_sizes = args.add_sizes or [s for s in args.sizes if s <= 100_000]
     folder = scratch(args.dir)
     corpus = Corpus()
@@ -419,8 +419,11 @@ async def main(argv: Sequence[str] | None = None) -> str:
         emit("\nFirst vector search after opening (reads the scope's vectors into RAM), and recall@10 vs numpy:\n")
         emit(table(["records", "cold first search ms", "recall@10 vs numpy"], infos))
 
-        rows = await bench_tenant(corpus, args.tenant_others, args.queries, folder)
-        emit(f"\n### Tenant test: one user's 10,000 records alone vs among {args.tenant_others:,} others' (k={K})\n")
+        rows = await bench_tenant(corpus, args.tenant_mine, args.tenant_others, args.queries, folder)
+        emit(
+            f"\n### Tenant test: one user's {args.tenant_mine:,} records alone vs among "
+            f"{args.tenant_others:,} others' (k={K})\n"
+        )
         emit(table(["mode", "my records", "other records", "alone ms", "shared ms", "ratio"], rows))
     finally:
         if args.dir is None:

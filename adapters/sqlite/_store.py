@@ -415,7 +415,8 @@ class SQLiteStore:
         name, dim = meta.get("embedder_name"), meta.get("embedder_dim")
         emb = self.embedder
         way_out = (
-            "re-embed it first: `await SQLiteMemory.reembed(path, embedder, progress=...)` or `memoryport reembed PATH`"
+            "re-embed it first: `await SQLiteMemory.reembed(path, embedder, progress=...)` "
+            "(or `SQLiteMemory.reembed_sync(...)`)"
         )
         if emb is None:
             return

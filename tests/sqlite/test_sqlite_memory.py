@@ -508,3 +508,13 @@ def test_doc_sizes_come_from_the_fts5_docsize_table(db_path: str, driver: str) -
     assert _doc_sizes(conn, [1, 2]) == {1: 3, 2: 300}
     conn.close()
     memory.close()
+
+
+def test_the_first_example_of_docs_sqlite_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "sqlite.md").read_text()
+    block = re.findall(r"```python\n(.*?)```", page, flags=re.S)[0]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "docs/sqlite.md[block 0]", "exec"), {"__name__": "sqlite_md"})
+    assert (tmp_path / "memory.db").exists()
