@@ -37,6 +37,7 @@ PUBLIC = [
     "MemoryportError",
     "MetadataValue",
     "MissingExtra",
+    "SQLiteMemory",
     "SearchResults",
     "UnsupportedCapability",
     "UsageError",
