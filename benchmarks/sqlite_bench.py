@@ -187,15 +187,25 @@ async def bench_add(corpus: Corpus, n: int, runs: int, folder: Path) -> list[lis
     embedder = LookupEmbedder()
     embedder.put(texts, vectors)
     user = MemoryScope(user_id="bench")
-    rates: dict[str, list[float]] = {"keyword-only": [], "with given vectors": []}
+    rates: dict[str, list[float]] = {
+        "keyword-only": [],
+        "with given vectors": [],
+        "keyword-only, port alone (no guard)": [],
+    }
     for run in range(runs):
-        for kind in rates:  # interleaved: keyword, vectors, keyword, vectors, ...
+        for kind in rates:  # interleaved: keyword, vectors, port, keyword, ...
             batch = records(lambda i: user, texts)  # fresh records (no ids yet), built outside the timing
-            path = folder / f"add-{n}-{run}-{kind[:4]}.db"
-            memory = SQLiteMemory(path, embedder=embedder if kind != "keyword-only" else None)
+            path = folder / f"add-{n}-{run}-{len(kind)}.db"
+            memory = SQLiteMemory(path, embedder=embedder if kind == "with given vectors" else None)
+            if "port" in kind:
+                # What the guard costs: the same batches straight into the port, ids given.
+                batch = [r.model_copy(update={"id": f"{run}-{i}"}) for i, r in enumerate(batch)]
+                add = memory.port.add
+            else:
+                add = memory.add
             start = time.perf_counter()
             for i in range(0, n, BATCH):
-                await memory.add(batch[i : i + BATCH])
+                await add(batch[i : i + BATCH])
             rates[kind].append(n / (time.perf_counter() - start))
             await memory.aclose()
             remove(path)
@@ -378,6 +388,7 @@ async def main(argv: Sequence[str] | None = None) -> str:
     parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--runs", type=int, default=3, help="add-throughput runs per kind")
     parser.add_argument("--vec0-max", type=int, default=100_000, help="largest size compared with sqlite-vec")
+    parser.add_argument("--only", choices=["add", "search", "tenant"], nargs="+", default=["add", "search", "tenant"])
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks that the harness runs")
     parser.add_argument("--dir", default=None, help="scratch folder (default: a temporary one)")
     parser.add_argument("--out", default=None, help="also write the tables to this Markdown file")
@@ -401,30 +412,21 @@ async def main(argv: Sequence[str] | None = None) -> str:
     )
     await probe.aclose()
     try:
-        rows = []
-        for n in add_sizes:
-            rows += await bench_add(corpus, n, args.runs, folder)
-        emit("\n### Add throughput (records/s, batches of 10,000, public API)\n")
-        emit(table(["kind", "records", "median /s", "min /s", "max /s", "runs"], rows))
-
-        rows, infos = [], []
-        for n in args.sizes:
-            r, info = await bench_search(corpus, n, args.queries, folder, with_vec0=n <= args.vec0_max)
-            rows += r
-            infos.append([n, info["cold_vector_ms"], info["recall_vs_numpy"]])
-            for f in (folder / f"search-{n}.db", folder / f"vec0-{n}.db"):
-                remove(f)
-        emit(f"\n### Search latency, one user holding every record, k={K}, {DIM}-d ({args.queries} queries)\n")
-        emit(table(["method", "records", "median ms", "p95 ms", "x best numpy"], rows))
-        emit("\nFirst vector search after opening (reads the scope's vectors into RAM), and recall@10 vs numpy:\n")
-        emit(table(["records", "cold first search ms", "recall@10 vs numpy"], infos))
-
-        rows = await bench_tenant(corpus, args.tenant_mine, args.tenant_others, args.queries, folder)
-        emit(
-            f"\n### Tenant test: one user's {args.tenant_mine:,} records alone vs among "
-            f"{args.tenant_others:,} others' (k={K})\n"
-        )
-        emit(table(["mode", "my records", "other records", "alone ms", "shared ms", "ratio"], rows))
+        if "add" in args.only:
+            rows = []
+            for n in add_sizes:
+                rows += await bench_add(corpus, n, args.runs, folder)
+            emit("\n### Add throughput (records/s, batches of 10,000, through the public API unless said)\n")
+            emit(table(["kind", "records", "median /s", "min /s", "max /s", "runs"], rows))
+        if "search" in args.only:
+            await search_section(args, corpus, folder, emit)
+        if "tenant" in args.only:
+            rows = await bench_tenant(corpus, args.tenant_mine, args.tenant_others, args.queries, folder)
+            emit(
+                f"\n### Tenant test: one user's {args.tenant_mine:,} records alone vs among "
+                f"{args.tenant_others:,} others' (k={K})\n"
+            )
+            emit(table(["mode", "my records", "other records", "alone ms", "shared ms", "ratio"], rows))
     finally:
         if args.dir is None:
             shutil.rmtree(folder, ignore_errors=True)
@@ -432,6 +434,20 @@ async def main(argv: Sequence[str] | None = None) -> str:
     if args.out:
         write(args.out, text)
     return text
+
+
+async def search_section(args: argparse.Namespace, corpus: Corpus, folder: Path, emit: Callable[[str], None]) -> None:
+    rows, infos = [], []
+    for n in args.sizes:
+        r, info = await bench_search(corpus, n, args.queries, folder, with_vec0=n <= args.vec0_max)
+        rows += r
+        infos.append([n, info["cold_vector_ms"], info["recall_vs_numpy"]])
+        for f in (folder / f"search-{n}.db", folder / f"vec0-{n}.db"):
+            remove(f)
+    emit(f"\n### Search latency, one user holding every record, k={K}, {DIM}-d ({args.queries} queries)\n")
+    emit(table(["method", "records", "median ms", "p95 ms", "x best numpy"], rows))
+    emit("\nFirst vector search after opening (reads the scope's vectors into RAM), and recall@10 vs numpy:\n")
+    emit(table(["records", "cold first search ms", "recall@10 vs numpy"], infos))
 
 
 if __name__ == "__main__":
