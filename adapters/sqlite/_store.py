@@ -161,7 +161,7 @@ _BLAS_FROM = 64_000_000
 def _dot(matrix: F32, q: F32) -> F32:
     if matrix.size < _BLAS_FROM:
         return np.einsum("ij,j->i", matrix, q)  # type: ignore[no-any-return]
-    return matrix @ q  # type: ignore[no-any-return]
+    return matrix @ q
 
 
 def _varint(blob: bytes) -> int:
@@ -836,7 +836,7 @@ class SQLiteStore:
             signal = "hybrid"
         rows = self._rows(conn, [rid for rid, _ in ranked])
         return [
-            MemoryHit(record=_record(rows[rid]), score=score, signal=signal)  # type: ignore[arg-type]
+            MemoryHit(record=_record(rows[rid]), score=score, signal=signal)
             for rid, score in ranked
             if rid in rows
         ]
