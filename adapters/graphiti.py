@@ -66,7 +66,7 @@ def group_id_for(user_id: str, *, prefix: str = "mp_", hash_key: bytes | str | N
 
     Example:
         >>> group_id_for("ann")[:10]
-        'mp_3b1d1f'
+        'mp_49915e0'
     """
     data = user_id.encode("utf-8")
     if hash_key is None:
@@ -540,7 +540,7 @@ class GraphitiMemory(GuardedMemory):
 
         Example:
             >>> memory.group_id(MemoryScope(user_id="ann"))  # doctest: +SKIP
-            'mp_3b1d1f...'
+            'mp_49915e0d...'
         """
         store = self.port
         assert isinstance(store, _GraphitiStore)

@@ -61,7 +61,7 @@ def zep_user_id_for(user_id: str, *, prefix: str = "mp-", hash_key: bytes | str 
 
     Example:
         >>> zep_user_id_for("ann")[:9]
-        'mp-3b1d1'
+        'mp-49915e'
     """
     data = user_id.encode("utf-8")
     if hash_key is None:
@@ -546,7 +546,7 @@ class ZepMemory(GuardedMemory):
 
         Example:
             >>> memory.zep_user_id(MemoryScope(user_id="ann"))  # doctest: +SKIP
-            'mp-3b1d1f...'
+            'mp-49915e0d...'
         """
         return self._store.external_id(scope)
 
