@@ -88,12 +88,12 @@ def _parse_time(value: object) -> datetime | None:
     return parsed.astimezone(timezone.utc)
 
 
-def _is_uuid(value: str) -> bool:
+def _is_zep_uuid(value: str) -> bool:
+    """Zep's own ids are canonical dashed UUIDs (memoryport's default ids are undashed hex)."""
     try:
-        uuidlib.UUID(value)
+        return str(uuidlib.UUID(value)) == value.lower()
     except ValueError:
         return False
-    return True
 
 
 class _ZepStore:
@@ -307,13 +307,14 @@ class _ZepStore:
                     found[record_id] = episode
         # Episodes written by other tools are addressed by their own uuid.
         for record_id in wanted:
-            if record_id in found or not _is_uuid(record_id):
+            if record_id in found or not _is_zep_uuid(record_id):
                 continue
             try:
                 episode = await self._call(self._client.graph.episode.get, user, record_id)
             except self._errors.NotFoundError:
                 continue
-            if not (episode.metadata or {}).get(_META_ID):
+            owner = episode.user_uuid
+            if not (episode.metadata or {}).get(_META_ID) and (owner is None or owner == user):
                 found[record_id] = episode
         return found
 

@@ -464,6 +464,9 @@ async def test_get_absent_and_foreign_ids_is_none(zep_memory: ZepMemory, zep_fak
     [rid] = await zep_memory.add([rec("ann", "Ann likes green tea")])
     assert await zep_memory.get("nope", scope=ANN) is None
     assert await zep_memory.get(str(uuid.uuid4()), scope=ANN) is None  # 404 from the episode endpoint
+    fetched = len(zep_fake.calls("GET", r"graphs/[^/]+/episodes/[^/]+"))
+    assert await zep_memory.get(uuid.uuid4().hex, scope=ANN) is None  # memoryport's own id form
+    assert len(zep_fake.calls("GET", r"graphs/[^/]+/episodes/[^/]+")) == fetched  # never sent as a Zep uuid
     await zep_memory.add([rec("ben", "Ben likes coffee")])
     assert await zep_memory.get(rid, scope=BEN) is None
     # An episode written into the user's graph by another tool is addressed by its uuid.
