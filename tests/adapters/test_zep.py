@@ -617,3 +617,39 @@ async def test_wait_false_erase_then_write_does_not_lose_the_write(zep_fake: Fak
     zep_fake.run_all_tasks()
     assert [r.text for r in await memory.export(ANN)] == ["new text"]
     assert zep_fake.violations == []
+
+
+# -- the contract suite --------------------------------------------------------
+
+from memoryport.contracts import MemoryContract  # noqa: E402
+
+
+class TestZepContract(MemoryContract):
+    """The whole contract suite through the real async SDK over the fake, writes not waited for.
+
+    ``wait=False`` makes the suite's ``settle`` hook do the waiting, so a missing settle
+    shows up as a search that misses a fresh record, as it would on the real service.
+    """
+
+    @pytest.fixture
+    async def memory(self) -> AsyncIterator[ZepMemory]:
+        fake = FakeZep()
+        memory = ZepMemory(async_client(fake), wait=False, poll_interval=0)
+        yield memory
+        await memory.aclose()
+        assert fake.violations == []
+
+    async def settle(self, memory: Any) -> None:
+        await memory.settle()
+
+
+class TestZepBlockingClientContract(MemoryContract):
+    """The suite again with the blocking ``Zep`` client and the default ``wait=True``: no settle needed."""
+
+    @pytest.fixture
+    async def memory(self) -> AsyncIterator[ZepMemory]:
+        fake = FakeZep()
+        memory = ZepMemory(sync_client(fake), poll_interval=0)
+        yield memory
+        await memory.aclose()
+        assert fake.violations == []
