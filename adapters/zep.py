@@ -111,6 +111,7 @@ class _ZepStore:
         user_prefix: str,
         hash_key: bytes | str | None,
         search_reranker: str | None,
+        concurrency: int,
     ) -> None:
         zep = require("zep_cloud", extra="zep", feature="ZepMemory", package="zep-cloud")
         self._errors = require("zep_cloud.errors", extra="zep", feature="ZepMemory", package="zep-cloud")
@@ -126,8 +127,8 @@ class _ZepStore:
             raise UsageError(
                 f"ZepMemory needs a zep_cloud.Zep or zep_cloud.AsyncZep client, not {type(client).__name__}"
             )
-        if poll_interval < 0 or wait_timeout <= 0:
-            raise UsageError("ZepMemory needs poll_interval >= 0 and wait_timeout > 0")
+        if poll_interval < 0 or wait_timeout <= 0 or concurrency < 1:
+            raise UsageError("ZepMemory needs poll_interval >= 0, wait_timeout > 0 and concurrency >= 1")
         self._client = client
         self._wait = wait
         self._poll = poll_interval
@@ -138,6 +139,8 @@ class _ZepStore:
         self._users: dict[str, str] = {}  # external user id -> Zep user uuid
         self._pending: set[str] = set()  # task uuids not yet waited for (wait=False)
         self._erasing: dict[str, str] = {}  # external user id -> its pending user.delete task
+        self._user_lock: asyncio.Lock | None = None
+        self._concurrency = concurrency
         self.capabilities = _CAPABILITIES
 
     @property
@@ -194,6 +197,14 @@ class _ZepStore:
 
     async def _user(self, scope: MemoryScope, *, create: bool) -> str | None:
         """The Zep user uuid for ``scope``; created when ``create`` and absent."""
+        if not create:
+            return await self._resolve(scope, create=False)
+        if self._user_lock is None:
+            self._user_lock = asyncio.Lock()
+        async with self._user_lock:  # concurrent adds resolve (and create) each user once
+            return await self._resolve(scope, create=True)
+
+    async def _resolve(self, scope: MemoryScope, *, create: bool) -> str | None:
         ext = self.external_id(scope)
         erasing = self._erasing.get(ext)
         if create and erasing is not None:
@@ -218,8 +229,10 @@ class _ZepStore:
         self._users[ext] = str(user.uuid_)
         return self._users[ext]
 
-    def _forget_user(self, scope: MemoryScope) -> None:
-        self._users.pop(self.external_id(scope), None)
+    def _forget_user(self, scope: MemoryScope, stale: str | None = None) -> None:
+        ext = self.external_id(scope)
+        if stale is None or self._users.get(ext) == stale:
+            self._users.pop(ext, None)
 
     # -- tasks -------------------------------------------------------------------
 
@@ -233,30 +246,50 @@ class _ZepStore:
 
     async def _wait_for(self, tasks: Sequence[str], op: str) -> None:
         deadline = time.monotonic() + self._timeout
+        remaining = list(dict.fromkeys(tasks))
         failed = 0
-        for task_id in tasks:
-            while True:
-                task = await self._call(self._client.task.get, task_id)
-                status = task.status
-                if status in _DONE:
-                    self._pending.discard(task_id)
-                    for ext in [e for e, t in self._erasing.items() if t == task_id]:
-                        self._erasing.pop(ext, None)
-                    if status == "failed":
-                        failed += 1
-                    elif status == "partial":
-                        logger.warning("zep: a %s task finished only partly", op)
-                    break
-                if time.monotonic() > deadline:
-                    raise BackendError(
-                        f"zep accepted the {op} but its processing did not finish within "
-                        f"{self._timeout:g} s (wait_timeout); it may still complete later",
-                        backend=self.name,
-                        operation=op,
-                    )
-                await asyncio.sleep(self._poll)
+        while remaining:
+            states = await self._map(lambda task_id: self._call(self._client.task.get, task_id), remaining)
+            still: list[str] = []
+            for task_id, task in zip(remaining, states, strict=True):
+                if task.status not in _DONE:
+                    still.append(task_id)
+                    continue
+                self._pending.discard(task_id)
+                for ext in [e for e, t in self._erasing.items() if t == task_id]:
+                    del self._erasing[ext]
+                if task.status == "failed":
+                    failed += 1
+                elif task.status == "partial":
+                    logger.warning("zep: a %s task finished only partly", op)
+            remaining = still
+            if not remaining:
+                break
+            if time.monotonic() > deadline:
+                raise BackendError(
+                    f"zep accepted the {op} but its processing did not finish within "
+                    f"{self._timeout:g} s (wait_timeout); it may still complete later",
+                    backend=self.name,
+                    operation=op,
+                )
+            await asyncio.sleep(self._poll)
         if failed:
             raise BackendError(f"zep reported {failed} failed {op} task(s)", backend=self.name, operation=op)
+
+    async def _map(self, fn: Callable[[Any], Awaitable[T]], items: Sequence[Any]) -> list[T]:
+        """``fn`` over ``items``, at most ``concurrency`` at a time; every call finishes before
+        the first failure is raised, so nothing is left in flight."""
+        semaphore = asyncio.Semaphore(self._concurrency)
+
+        async def one(item: Any) -> T:
+            async with semaphore:
+                return await fn(item)
+
+        results = await asyncio.gather(*(one(item) for item in items), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return results  # type: ignore[return-value]
 
     async def settle(self) -> None:
         """Wait until every write made with ``wait=False`` has been processed."""
@@ -326,27 +359,30 @@ class _ZepStore:
     async def _add(self, records: Sequence[MemoryRecord]) -> list[str]:
         added: list[tuple[str, str]] = []  # (user uuid, episode uuid), for the rollback
         tasks: list[str | None] = []
-        try:
-            for record in records:
-                assert record.id is not None
+
+        async def one(record: MemoryRecord) -> None:
+            user = await self._user(record.scope, create=True)
+            assert user is not None
+            when = _iso(record.created_at)
+            try:
+                result = await self._add_episode(user, record, when)
+            except self._errors.NotFoundError:
+                # Our cached user was deleted elsewhere: resolve again, once.
+                self._forget_user(record.scope, user)
                 user = await self._user(record.scope, create=True)
                 assert user is not None
-                when = _iso(record.created_at)
-                try:
-                    result = await self._add_episode(user, record, when)
-                except self._errors.NotFoundError:
-                    # Our cached user was deleted elsewhere: resolve again, once.
-                    self._forget_user(record.scope)
-                    user = await self._user(record.scope, create=True)
-                    assert user is not None
-                    result = await self._add_episode(user, record, when)
-                episode = result.episode
-                if episode is None or not episode.uuid_:
-                    raise BackendError(
-                        "zep accepted an episode but returned no uuid", backend=self.name, operation="add"
-                    )
-                added.append((user, str(episode.uuid_)))
-                tasks.append(result.task.uuid_ if result.task is not None else None)
+                result = await self._add_episode(user, record, when)
+            episode = result.episode
+            if episode is None or not episode.uuid_:
+                raise BackendError("zep accepted an episode but returned no uuid", backend=self.name, operation="add")
+            added.append((user, str(episode.uuid_)))
+            tasks.append(result.task.uuid_ if result.task is not None else None)
+
+        try:
+            # Users first, one at a time, so a batch never races itself into a 409.
+            for record in records:
+                await self._user(record.scope, create=True)
+            await self._map(one, records)
             await self._settle(tasks, "add")
         except BaseException:
             await self._rollback(added)
@@ -440,17 +476,17 @@ class _ZepStore:
             await self._settle([task], "delete")
             return count
         found = await self._find(user, ids)
-        tasks: list[str | None] = []
-        count = 0
-        for episode in found.values():
+
+        async def one(episode: Any) -> str | None:
             try:
                 result = await self._call(self._client.graph.episode.delete, user, episode.uuid_)
             except self._errors.NotFoundError:
-                continue  # deleted meanwhile: not ours to count
-            count += 1
-            tasks.append(result.task.uuid_ if result.task is not None else None)
-        await self._settle(tasks, "delete")
-        return count
+                return None  # deleted meanwhile: not ours to count
+            return str(result.task.uuid_) if result.task is not None and result.task.uuid_ else ""
+
+        outcomes = await self._map(one, list(found.values()))
+        await self._settle(outcomes, "delete")
+        return sum(1 for o in outcomes if o is not None)
 
     async def export(self, scope: MemoryScope) -> list[MemoryRecord]:
         async def work() -> list[MemoryRecord]:
@@ -490,6 +526,8 @@ class ZepMemory(GuardedMemory):
             under this key instead of a plain SHA-256.
         search_reranker: passed to Zep's episode search (e.g.
             ``"cross_encoder"``); ``None`` uses Zep's default.
+        concurrency: how many requests one call keeps in flight (episode
+            adds and deletes, task polls).
 
     Example:
         >>> from zep_cloud import AsyncZep                              # doctest: +SKIP
@@ -510,6 +548,7 @@ class ZepMemory(GuardedMemory):
         user_prefix: str = "mp-",
         hash_key: bytes | str | None = None,
         search_reranker: str | None = None,
+        concurrency: int = 4,
         retention_days: float | None = None,
         limits: Limits = DEFAULT_LIMITS,
         sink: EventSink | None = None,
@@ -524,6 +563,7 @@ class ZepMemory(GuardedMemory):
                 user_prefix=user_prefix,
                 hash_key=hash_key,
                 search_reranker=search_reranker,
+                concurrency=concurrency,
             ),
             retention_days=retention_days,
             limits=limits,

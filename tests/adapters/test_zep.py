@@ -10,6 +10,7 @@ What it cannot prove: Zep's real ranking, extraction and timing.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -79,6 +80,8 @@ class FakeZep:
     fail_next_task: bool = False
     create_conflicts: int = 0  # the next user.create calls find the user already created "elsewhere"
     adds: int = 0
+    in_flight: int = 0
+    max_in_flight: int = 0
 
     # -- plumbing --------------------------------------------------------------
 
@@ -109,7 +112,13 @@ class FakeZep:
 
     async def ahandle(self, request: httpx.Request) -> httpx.Response:
         await request.aread()
-        return self.handle(request)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(0)  # let other requests of the same call start, as on a network
+            return self.handle(request)
+        finally:
+            self.in_flight -= 1
 
     def _routes(self) -> list[tuple[str, str, Callable[..., httpx.Response]]]:
         return [
@@ -531,6 +540,19 @@ async def test_failed_task_fails_the_add_and_rolls_back(zep_memory: ZepMemory, z
         await zep_memory.add([rec("ann", "Ann likes green tea")])
     zep_fake.run_all_tasks()
     assert await zep_memory.export(ANN) == []
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+async def test_batches_keep_at_most_concurrency_requests_in_flight(zep_fake: FakeZep, concurrency: int) -> None:
+    memory = ZepMemory(async_client(zep_fake), poll_interval=0, concurrency=concurrency)
+    await memory.add([rec("ann", "warm-up")])  # the user exists now
+    zep_fake.max_in_flight = 0
+    ids = await memory.add([rec("ann", f"note {i}") for i in range(9)])
+    assert zep_fake.max_in_flight == concurrency
+    assert await memory.delete(ids, scope=ANN) == 9
+    assert zep_fake.max_in_flight == concurrency
+    assert [r.text for r in await memory.export(ANN)] == ["warm-up"]
+    assert zep_fake.violations == []
 
 
 async def test_wait_timeout_is_a_clear_error(zep_fake: FakeZep) -> None:
