@@ -45,6 +45,7 @@ _ATTR_ID = "memoryport_id"
 _ATTR_CREATED = "memoryport_created_at"
 _NAMESPACE = uuidlib.uuid5(uuidlib.NAMESPACE_URL, "https://memoryport.invalid/graphiti")
 _PAGE = 500
+_CONTEXT_EPISODES = 10  # graphiti's own RELEVANT_SCHEMA_LIMIT for add_episode's context
 
 _CAPABILITIES = frozenset(
     {
@@ -288,6 +289,11 @@ class _GraphitiStore:
                 assert record.id is not None
                 group = self.group_id(record.scope)
                 ep_uuid = self._episode_uuid(group, record.id)
+                # The context Graphiti would fetch itself, taken before our episode exists,
+                # so the LLM does not see the new text twice (as current and as previous).
+                previous = await self._g.retrieve_episodes(
+                    record.created_at, last_n=_CONTEXT_EPISODES, group_ids=[group], source=sdk.nodes.EpisodeType.text
+                )
                 # add_episode(uuid=...) processes an episode that already exists: save ours
                 # first, so its uuid is derived from the record id like on the verbatim path.
                 episode = sdk.nodes.EpisodicNode(
@@ -310,6 +316,7 @@ class _GraphitiStore:
                     source=sdk.nodes.EpisodeType.text,
                     group_id=group,
                     uuid=ep_uuid,
+                    previous_episode_uuids=[p.uuid for p in previous if p.uuid != ep_uuid],
                 )
         except BaseException:
             for group, record_id in done:

@@ -107,6 +107,7 @@ class ScriptedLLM(LLMClient):
         super().__init__(None)
         self.script = script
         self.calls: list[str] = []
+        self.prompts: list[tuple[str, str]] = []
 
     async def _generate_response(
         self, messages: Any, response_model: Any = None, *args: Any, **kw: Any
@@ -114,6 +115,7 @@ class ScriptedLLM(LLMClient):
         name = getattr(response_model, "__name__", "")
         self.calls.append(name)
         text = " ".join(str(m.content) for m in messages)
+        self.prompts.append((name, text))
         # Node prompts put a text episode in <TEXT>, edge prompts in <CURRENT_MESSAGE>.
         match = re.search(r"<(TEXT|CURRENT MESSAGE|CURRENT_MESSAGE)>(.*?)</\1>", text, re.S)
         current = match.group(2) if match else ""
@@ -302,6 +304,23 @@ async def test_extract_true_runs_add_episode_with_the_llm() -> None:
     assert await memory.delete([rid], scope=ann) == 1
     assert await memory.get(rid, scope=ann) is None
     assert await memory.search("Lisbon", scope=ann) == []
+
+
+async def test_extract_context_holds_earlier_texts_once_and_not_the_new_one() -> None:
+    llm = ScriptedLLM(
+        {
+            "Miso": [("Ann", "Miso", "HAS_PET", "Ann has a cat named Miso")],
+            "bicycle": [("Ann", "red bicycle", "OWNS", "Ann owns a red bicycle")],
+        }
+    )
+    memory = GraphitiMemory(await kuzu_graphiti(llm), extract=True)
+    earlier = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    await memory.add([rec("ann", "Ann adopted a cat named Miso.", created_at=earlier)])
+    llm.prompts.clear()
+    await memory.add([rec("ann", "Ann bought a red bicycle.", created_at=earlier + timedelta(days=1))])
+    [(_, prompt)] = [p for p in llm.prompts if p[0] == "ExtractedEdges"]  # this prompt carries previous messages
+    assert prompt.count("Ann bought a red bicycle.") == 1  # as the current message only
+    assert prompt.count("Ann adopted a cat named Miso.") == 1  # the earlier text, as context
 
 
 def test_missing_extra_names_the_install_line() -> None:
