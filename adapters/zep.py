@@ -47,6 +47,7 @@ _SOURCE = "memoryport"
 _META_ID = "memoryport_id"
 _META_CREATED = "memoryport_created_at"
 _PAGE = 100
+_SEARCH_PAGE = 50  # larger k reads further pages
 _IN_CHUNK = 100  # ids per "in" metadata filter
 _DONE = {"succeeded", "partial", "failed"}
 
@@ -427,7 +428,7 @@ class _ZepStore:
                 reverse=True,
             )
             return SearchResults([MemoryHit(record=r, score=0.0, signal="recent") for r in records[:k]], mode="recent")
-        kwargs: dict[str, Any] = {"query": query, "page_size": k}
+        kwargs: dict[str, Any] = {"query": query, "page_size": min(k, _SEARCH_PAGE)}
         if self._reranker is not None:
             kwargs["reranker"] = self._reranker
         try:

@@ -468,6 +468,14 @@ async def test_listing_follows_every_page(zep_memory: ZepMemory, zep_fake: FakeZ
     assert len(zep_fake.calls("POST", r"graphs/[^/]+/search/episodes")) == 3
 
 
+async def test_large_k_reads_further_search_pages(zep_memory: ZepMemory, zep_fake: FakeZep) -> None:
+    zep_fake.search_cap = 100
+    await zep_memory.add([rec("ann", f"green tea number {i}") for i in range(60)])
+    assert len(await zep_memory.search("green tea", scope=ANN, k=60)) == 60
+    pages = [q for _, _, q, _ in zep_fake.calls("POST", r"graphs/[^/]+/search/episodes")]
+    assert pages == [{"page_size": "50"}, {"page_size": "50", "cursor": "50"}]
+
+
 async def test_get_absent_and_foreign_ids_is_none(zep_memory: ZepMemory, zep_fake: FakeZep) -> None:
     assert await zep_memory.get("nope", scope=ANN) is None  # no Zep user yet
     [rid] = await zep_memory.add([rec("ann", "Ann likes green tea")])
