@@ -138,6 +138,14 @@ class _GraphitiStore:
     def _user_node_uuid(group: str) -> str:
         return str(uuidlib.uuid5(_NAMESPACE, f"{group}\x00user"))
 
+    def _driver(self, group: str) -> Any:
+        """The driver for one group, as Graphiti's own add_episode picks it: the same
+        driver on Neo4j and Kuzu, the group's own graph on FalkorDB."""
+        driver = self._g.driver
+        if getattr(driver, "_database", None) == group:
+            return driver
+        return driver.clone(database=group)
+
     # -- error boundary --------------------------------------------------------
 
     def _fail(self, op: str, exc: BaseException) -> BackendError:
@@ -160,7 +168,7 @@ class _GraphitiStore:
     async def _episode(self, group: str, record_id: str) -> Any | None:
         nodes = self._sdk.nodes
         errors = self._sdk.errors
-        driver = self._g.driver
+        driver = self._driver(group)
         try:
             episode = await nodes.EpisodicNode.get_by_uuid(driver, self._episode_uuid(group, record_id))
             if episode.group_id == group and episode.name == record_id:
@@ -182,7 +190,7 @@ class _GraphitiStore:
         cursor: str | None = None
         while True:
             page = await self._sdk.nodes.EpisodicNode.get_by_group_ids(
-                self._g.driver, [group], limit=_PAGE, uuid_cursor=cursor
+                self._driver(group), [group], limit=_PAGE, uuid_cursor=cursor
             )
             found.extend(page)
             if len(page) < _PAGE:
@@ -271,7 +279,7 @@ class _GraphitiStore:
                         )
                     )
                 written.extend((group, r.id) for r in batch if r.id is not None)
-                await sdk.add_nodes_and_edges_bulk(self._g.driver, episodes, mentions, [user], facts, embedder)
+                await sdk.add_nodes_and_edges_bulk(self._driver(group), episodes, mentions, [user], facts, embedder)
         except BaseException:
             # Kuzu writes row by row: undo whatever of this batch reached the graph.
             for group, record_id in written:
@@ -292,7 +300,11 @@ class _GraphitiStore:
                 # The context Graphiti would fetch itself, taken before our episode exists,
                 # so the LLM does not see the new text twice (as current and as previous).
                 previous = await self._g.retrieve_episodes(
-                    record.created_at, last_n=_CONTEXT_EPISODES, group_ids=[group], source=sdk.nodes.EpisodeType.text
+                    record.created_at,
+                    last_n=_CONTEXT_EPISODES,
+                    group_ids=[group],
+                    source=sdk.nodes.EpisodeType.text,
+                    driver=self._driver(group),
                 )
                 # add_episode(uuid=...) processes an episode that already exists: save ours
                 # first, so its uuid is derived from the record id like on the verbatim path.
@@ -306,7 +318,7 @@ class _GraphitiStore:
                     created_at=record.created_at,
                     valid_at=record.created_at,
                 )
-                await episode.save(self._g.driver)
+                await episode.save(self._driver(group))
                 done.append((group, record.id))
                 await self._g.add_episode(
                     name=record.id,
@@ -340,7 +352,7 @@ class _GraphitiStore:
                     [MemoryHit(record=r, score=0.0, signal="recent") for r in records[:k]], mode="recent"
                 )
             config = self._sdk.search_config(k)
-            results = await self._g.search_(query, config=config, group_ids=[group])
+            results = await self._g.search_(query, config=config, group_ids=[group], driver=self._driver(group))
             hits: list[MemoryHit] = []
             cache: dict[str, Any | None] = {}
             for edge, score in zip(results.edges, results.edge_reranker_scores, strict=False):
@@ -365,7 +377,9 @@ class _GraphitiStore:
         for ep_uuid in edge.episodes or []:
             if ep_uuid not in cache:
                 try:
-                    cache[ep_uuid] = await self._sdk.nodes.EpisodicNode.get_by_uuid(self._g.driver, ep_uuid)
+                    cache[ep_uuid] = await self._sdk.nodes.EpisodicNode.get_by_uuid(
+                        self._driver(edge.group_id), ep_uuid
+                    )
                 except self._sdk.errors.NodeNotFoundError:
                     cache[ep_uuid] = None
             episode = cache[ep_uuid]
@@ -392,11 +406,11 @@ class _GraphitiStore:
             # Written verbatim: remove the fact and the episode ourselves. Graphiti's
             # remove_episode would ask the LLM to rebuild the user node's summary.
             try:
-                fact = await self._sdk.edges.EntityEdge.get_by_uuid(self._g.driver, fact_uuid)
-                await fact.delete(self._g.driver)
+                fact = await self._sdk.edges.EntityEdge.get_by_uuid(self._driver(group), fact_uuid)
+                await fact.delete(self._driver(group))
             except self._sdk.errors.EdgeNotFoundError:
                 pass
-            await episode.delete(self._g.driver)
+            await episode.delete(self._driver(group))
         else:
             await self._g.remove_episode(episode.uuid)
         return True
@@ -406,15 +420,16 @@ class _GraphitiStore:
         try:
             if ids is None:
                 count = len(await self._episodes(group))
-                await self._sdk.clear_data(self._g.driver, group_ids=[group])
+                await self._sdk.clear_data(self._driver(group), group_ids=[group])
                 return count
             count = 0
             for record_id in ids:
                 if await self._delete_one(group, record_id):
                     count += 1
-            if count and not await self._sdk.nodes.EpisodicNode.get_by_group_ids(self._g.driver, [group], limit=1):
+            driver = self._driver(group)
+            if count and not await self._sdk.nodes.EpisodicNode.get_by_group_ids(driver, [group], limit=1):
                 # The last text is gone: drop the user's node so nothing of them stays behind.
-                await self._sdk.clear_data(self._g.driver, group_ids=[group])
+                await self._sdk.clear_data(driver, group_ids=[group])
             return count
         except MemoryportError:
             raise
