@@ -128,6 +128,8 @@ class _ZepStore:
             raise UsageError(
                 f"ZepMemory needs a zep_cloud.Zep or zep_cloud.AsyncZep client, not {type(client).__name__}"
             )
+        if not user_prefix or len(user_prefix) > 400 or not user_prefix.isprintable():
+            raise UsageError("ZepMemory(user_prefix=...) must be 1-400 printable characters (Zep ids hold 500)")
         if poll_interval < 0 or wait_timeout <= 0 or concurrency < 1:
             raise UsageError("ZepMemory needs poll_interval >= 0, wait_timeout > 0 and concurrency >= 1")
         self._client = client

@@ -599,6 +599,10 @@ async def test_user_only_capabilities_are_refused(zep_memory: ZepMemory, zep_fak
 def test_needs_a_zep_client() -> None:
     with pytest.raises(UsageError, match=r"zep_cloud\.Zep"):
         ZepMemory(object())
+    fake = FakeZep()
+    for bad in ({"user_prefix": ""}, {"user_prefix": "x" * 401}, {"concurrency": 0}, {"wait_timeout": 0}):
+        with pytest.raises(UsageError):
+            ZepMemory(async_client(fake), **bad)
 
 
 def test_missing_extra_names_the_install_line() -> None:
