@@ -289,6 +289,44 @@ async def test_failing_embedder_stores_nothing() -> None:
     assert await raw_group_count(memory, memory.group_id(MemoryScope(user_id="ann"))) == 0
 
 
+async def test_a_write_failing_midway_leaves_nothing(
+    graphiti_memory: GraphitiMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import memoryport.adapters.graphiti as mod
+
+    sdk = mod._import_sdk()
+    real = sdk.add_nodes_and_edges_bulk
+
+    async def half_then_fail(driver: Any, episodes: Any, mentions: Any, nodes: Any, facts: Any, embedder: Any) -> None:
+        # Kuzu writes row by row: the first records reach the graph before the failure.
+        await real(driver, episodes[:2], mentions[:2], nodes, facts[:2], embedder)
+        raise RuntimeError("disk full")
+
+    ann = MemoryScope(user_id="ann")
+    [kept] = await graphiti_memory.add([rec("ann", "Ann likes green tea")])
+    monkeypatch.setattr(sdk, "add_nodes_and_edges_bulk", half_then_fail)
+    with pytest.raises(BackendError):
+        await graphiti_memory.add([rec("ann", f"new fact {i}") for i in range(4)])
+    assert [r.id for r in await graphiti_memory.export(ann)] == [kept]
+    assert [h.record.id for h in await graphiti_memory.search("new fact", scope=ann)] == []
+
+
+def test_needs_a_graphiti_instance() -> None:
+    from memoryport import UsageError
+
+    with pytest.raises(UsageError, match="Graphiti"):
+        GraphitiMemory(object())
+
+
+async def test_bad_group_prefix_is_refused() -> None:
+    from memoryport import UsageError
+
+    graphiti = await kuzu_graphiti(RaisingLLM())
+    for bad in ("", "mp:", "ü"):
+        with pytest.raises(UsageError, match="group_prefix"):
+            GraphitiMemory(graphiti, group_prefix=bad)
+
+
 async def test_extract_true_runs_add_episode_with_the_llm() -> None:
     llm = ScriptedLLM({"Lisbon": [("Ann", "Lisbon", "LIVES_IN", "Ann lives in Lisbon since 2023")]})
     memory = GraphitiMemory(await kuzu_graphiti(llm), extract=True)
