@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from memoryport._errors import BackendError, MemoryportError, UnsupportedCapability, UsageError
+from memoryport._errors import BackendError, InvalidInput, MemoryportError, UnsupportedCapability, UsageError
 from memoryport._events import EventSink
 from memoryport._extras import require
 from memoryport._guard import GuardedMemory
@@ -199,8 +199,24 @@ class _GraphitiStore:
 
     # -- the port ----------------------------------------------------------------
 
+    async def _refuse_existing(self, records: Sequence[MemoryRecord]) -> None:
+        """Ids are unique within a user, as everywhere in memoryport: refuse a stored one."""
+        by_group: dict[str, list[tuple[int, str]]] = {}
+        for i, record in enumerate(records):
+            assert record.id is not None
+            by_group.setdefault(self.group_id(record.scope), []).append((i, record.id))
+        for group, items in by_group.items():
+            uuids = {self._episode_uuid(group, record_id): i for i, record_id in items}
+            found = await self._sdk.nodes.EpisodicNode.get_by_uuids(self._driver(group), list(uuids))
+            if found:
+                index = min(uuids[e.uuid] for e in found if e.uuid in uuids)
+                raise InvalidInput(
+                    f"records[{index}].id is already stored; ids must be unique", field=f"records[{index}].id"
+                )
+
     async def add(self, records: Sequence[MemoryRecord]) -> list[str]:
         try:
+            await self._refuse_existing(records)
             if self._extract:
                 await self._add_extracted(records)
             else:

@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
-from memoryport._errors import BackendError, MemoryportError, UnsupportedCapability, UsageError
+from memoryport._errors import BackendError, InvalidInput, MemoryportError, UnsupportedCapability, UsageError
 from memoryport._events import EventSink
 from memoryport._extras import require
 from memoryport._guard import GuardedMemory
@@ -383,14 +383,28 @@ class _ZepStore:
 
         try:
             # Users first, one at a time, so a batch never races itself into a 409.
-            for record in records:
-                await self._user(record.scope, create=True)
+            by_user: dict[str, list[tuple[int, str]]] = {}
+            for i, record in enumerate(records):
+                user = await self._user(record.scope, create=True)
+                assert user is not None and record.id is not None
+                by_user.setdefault(user, []).append((i, record.id))
+            for user, items in by_user.items():
+                await self._refuse_existing(user, items)
             await self._map(one, records)
             await self._settle(tasks, "add")
         except BaseException:
             await self._rollback(added)
             raise
         return [r.id for r in records if r.id is not None]
+
+    async def _refuse_existing(self, user: str, items: Sequence[tuple[int, str]]) -> None:
+        """Ids are unique within a user, as everywhere in memoryport: refuse a stored one."""
+        found = await self._find(user, [record_id for _, record_id in items])
+        if found:
+            index = min(i for i, record_id in items if record_id in found)
+            raise InvalidInput(
+                f"records[{index}].id is already stored; ids must be unique", field=f"records[{index}].id"
+            )
 
     async def _add_episode(self, user: str, record: MemoryRecord, when: str) -> Any:
         return await self._call(

@@ -289,6 +289,22 @@ async def test_failing_embedder_stores_nothing() -> None:
     assert await raw_group_count(memory, memory.group_id(MemoryScope(user_id="ann"))) == 0
 
 
+async def test_a_stored_id_is_refused_and_nothing_is_written(graphiti_memory: GraphitiMemory) -> None:
+    from memoryport import InvalidInput
+
+    ann, ben = MemoryScope(user_id="ann"), MemoryScope(user_id="ben")
+    await graphiti_memory.add([rec("ann", "Ann likes green tea", id="r-1")])
+    with pytest.raises(InvalidInput) as info:
+        await graphiti_memory.add([rec("ann", "new", id="r-2"), rec("ann", "Ann likes coffee", id="r-1")])
+    assert info.value.field == "records[1].id"
+    assert [r.text for r in await graphiti_memory.export(ann)] == ["Ann likes green tea"]
+    await graphiti_memory.add([rec("ben", "Ben's own r-1", id="r-1")])  # ids are unique per user
+    got = await graphiti_memory.get("r-1", scope=ben)
+    assert got is not None and got.text == "Ben's own r-1"
+    got = await graphiti_memory.get("r-1", scope=ann)
+    assert got is not None and got.text == "Ann likes green tea"
+
+
 async def test_a_write_failing_midway_leaves_nothing(
     graphiti_memory: GraphitiMemory, monkeypatch: pytest.MonkeyPatch
 ) -> None:

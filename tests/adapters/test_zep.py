@@ -30,7 +30,7 @@ import httpx
 from zep_cloud import AsyncZep, Zep
 from zep_cloud.core.api_error import ApiError
 
-from memoryport import BackendError, MemoryRecord, MemoryScope, UnsupportedCapability, UsageError
+from memoryport import BackendError, InvalidInput, MemoryRecord, MemoryScope, UnsupportedCapability, UsageError
 from memoryport.adapters.zep import ZepMemory, zep_user_id_for
 
 pytestmark = pytest.mark.anyio
@@ -511,6 +511,19 @@ async def test_delete_ids_and_erase_user(zep_memory: ZepMemory, zep_fake: FakeZe
     # Writing again after the erase makes a fresh Zep user.
     await zep_memory.add([rec("ann", "Ann is back")])
     assert [r.text for r in await zep_memory.export(ANN)] == ["Ann is back"]
+
+
+async def test_a_stored_id_is_refused_and_nothing_is_written(zep_memory: ZepMemory, zep_fake: FakeZep) -> None:
+    await zep_memory.add([rec("ann", "Ann likes green tea", id="r-1")])
+    posts = len(zep_fake.calls("POST", r"graphs/[^/]+/episodes"))
+    with pytest.raises(InvalidInput) as info:
+        await zep_memory.add([rec("ann", "new", id="r-2"), rec("ann", "Ann likes coffee", id="r-1")])
+    assert info.value.field == "records[1].id"
+    assert len(zep_fake.calls("POST", r"graphs/[^/]+/episodes")) == posts
+    assert [r.text for r in await zep_memory.export(ANN)] == ["Ann likes green tea"]
+    await zep_memory.add([rec("ben", "Ben's own r-1", id="r-1")])  # ids are unique per user
+    got = await zep_memory.get("r-1", scope=BEN)
+    assert got is not None and got.text == "Ben's own r-1"
 
 
 async def test_concurrent_create_is_resolved_through_the_conflict(zep_memory: ZepMemory, zep_fake: FakeZep) -> None:
