@@ -383,13 +383,18 @@ class _ZepStore:
 
         try:
             # Users first, one at a time, so a batch never races itself into a 409.
-            by_user: dict[str, list[tuple[int, str]]] = {}
+            by_user: dict[str, tuple[MemoryScope, list[tuple[int, str]]]] = {}
             for i, record in enumerate(records):
                 user = await self._user(record.scope, create=True)
                 assert user is not None and record.id is not None
-                by_user.setdefault(user, []).append((i, record.id))
-            for user, items in by_user.items():
-                await self._refuse_existing(user, items)
+                by_user.setdefault(user, (record.scope, []))[1].append((i, record.id))
+            for user, (scope, items) in by_user.items():
+                try:
+                    await self._refuse_existing(user, items)
+                except self._errors.NotFoundError:
+                    # Our cached user was deleted elsewhere: a fresh one holds no ids yet.
+                    self._forget_user(scope, user)
+                    await self._user(scope, create=True)
             await self._map(one, records)
             await self._settle(tasks, "add")
         except BaseException:
