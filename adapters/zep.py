@@ -27,6 +27,7 @@ import itertools
 import logging
 import time
 import uuid as uuidlib
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, TypeVar
@@ -142,7 +143,9 @@ class _ZepStore:
         self._users: dict[str, str] = {}  # external user id -> Zep user uuid
         self._pending: set[str] = set()  # task uuids not yet waited for (wait=False)
         self._erasing: dict[str, str] = {}  # external user id -> its pending user.delete task
-        self._user_lock: asyncio.Lock | None = None
+        self._user_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
         self._concurrency = concurrency
         self.capabilities = _CAPABILITIES
 
@@ -202,9 +205,12 @@ class _ZepStore:
         """The Zep user uuid for ``scope``; created when ``create`` and absent."""
         if not create:
             return await self._resolve(scope, create=False)
-        if self._user_lock is None:
-            self._user_lock = asyncio.Lock()
-        async with self._user_lock:  # concurrent adds resolve (and create) each user once
+        # One lock per event loop: the *_sync twins run on a loop of their own.
+        loop = asyncio.get_running_loop()
+        lock = self._user_locks.get(loop)
+        if lock is None:
+            lock = self._user_locks[loop] = asyncio.Lock()
+        async with lock:  # concurrent adds resolve (and create) each user once
             return await self._resolve(scope, create=True)
 
     async def _resolve(self, scope: MemoryScope, *, create: bool) -> str | None:
