@@ -26,6 +26,7 @@ PUBLIC = [
     "EmbeddingError",
     "EmbeddingPort",
     "EventSink",
+    "GraphitiMemory",
     "GuardedMemory",
     "InvalidInput",
     "Limits",
@@ -41,6 +42,7 @@ PUBLIC = [
     "SearchResults",
     "UnsupportedCapability",
     "UsageError",
+    "ZepMemory",
     "__version__",
 ]
 
