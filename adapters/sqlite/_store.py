@@ -280,7 +280,11 @@ class SQLiteStore:
         self._cache_lock = threading.Lock()
         self._closed = False
         self._create_file()
-        self.keyword_index = self._open(use_fts5)
+        try:
+            self.keyword_index = self._open(use_fts5)
+        except BaseException:
+            self._close_connections()
+            raise
         self.fts_secure_delete = self.keyword_index == "fts5" and self.sqlite_version >= _SECURE_DELETE_FTS5
         caps = {
             Capability.SESSION_SCOPE,
@@ -303,6 +307,8 @@ class SQLiteStore:
 
     def _create_file(self) -> None:
         """Create the database owner-only; SQLite gives -wal/-shm the database file's mode."""
+        if os.path.isdir(self.path):
+            raise UsageError(f"{self.path} is a folder; give SQLiteMemory a file path such as {self.path}/memory.db")
         try:
             fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         except FileExistsError:
@@ -493,6 +499,10 @@ class SQLiteStore:
 
     def _shutdown(self) -> None:
         self._pool.shutdown(wait=True)
+        self._close_connections()
+        self._cache.clear()
+
+    def _close_connections(self) -> None:
         with self._conn_lock:
             for conn in self._connections:
                 try:
@@ -500,7 +510,6 @@ class SQLiteStore:
                 except Exception:  # closing is best effort
                     pass
             self._connections.clear()
-        self._cache.clear()
 
     # -- erasure -----------------------------------------------------------
 

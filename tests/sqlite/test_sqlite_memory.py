@@ -518,3 +518,8 @@ def test_the_first_example_of_docs_sqlite_runs(tmp_path: Path, monkeypatch: pyte
     monkeypatch.chdir(tmp_path)
     exec(compile(block, "docs/sqlite.md[block 0]", "exec"), {"__name__": "sqlite_md"})
     assert (tmp_path / "memory.db").exists()
+
+
+def test_a_folder_path_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="is a folder"):
+        SQLiteMemory(tmp_path)
