@@ -302,6 +302,8 @@ class SQLiteStore:
             caps.add(Capability.VECTOR_SEARCH)
         self.capabilities = frozenset(caps)
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="memoryport-sqlite")
+        # Pure numpy work only (never SQL, never a wait on the pool above): no deadlock.
+        self._numpy = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memoryport-sqlite-numpy")
 
     # -- files and connections -------------------------------------------
 
@@ -499,6 +501,7 @@ class SQLiteStore:
 
     def _shutdown(self) -> None:
         self._pool.shutdown(wait=True)
+        self._numpy.shutdown(wait=True)
         self._close_connections()
         self._cache.clear()
 
@@ -841,8 +844,12 @@ class SQLiteStore:
             signal = "vector"
         else:
             limit = max(k, self.candidates)
+            # The matrix product (numpy, GIL released) runs beside the FTS5 query
+            # (SQLite, GIL released): hybrid costs about the slower of the two.
+            # Both read this transaction's snapshot: the job's inputs are read here.
+            job = self._numpy.submit(self._vector_job(conn, qvec, scope, limit, filters, now))
             keyword = self._keyword(conn, query, scope, limit, filters, now)
-            vector = self._vector(conn, qvec, scope, limit, filters, now)
+            vector = job.result()
             ranked = ranking.reciprocal_rank_fusion([[rid for rid, _ in keyword], [rid for rid, _ in vector]])[:k]
             signal = "hybrid"
         rows = self._rows(conn, [rid for rid, _ in ranked])
@@ -1057,27 +1064,45 @@ class SQLiteStore:
         now: int,
     ) -> list[tuple[int, float]]:
         """(rid, cosine similarity) best first."""
+        return self._vector_job(conn, qvec, scope, limit, filters, now)()
+
+    def _vector_job(
+        self,
+        conn: Conn,
+        qvec: F32,
+        scope: MemoryScope,
+        limit: int,
+        filters: Mapping[str, MetadataValue] | None,
+        now: int,
+    ) -> Callable[[], list[tuple[int, float]]]:
+        """Read what the vector ranking needs (in this snapshot); return the pure numpy rest."""
         block = self._block(conn, scope)
-        if not len(block.rids):
-            return []
-        scores = _dot(block.matrix, qvec)
-        dead = block.expires <= now
-        if filters:
+        allowed: I64 | None = None
+        if filters and len(block.rids):
             where, params = _scope_sql(scope)
             fsql, fparams = _filter_sql(filters)
             allowed = np.fromiter(
                 (r[0] for r in conn.execute(f"SELECT r.rid FROM records r WHERE {where}{fsql}", params + fparams)),
                 dtype=np.int64,
             )
-            dead |= ~np.isin(block.rids, allowed)
-        if dead.any():
-            scores = np.where(dead, -np.inf, scores)
-        n = min(limit, int((~dead).sum()))
-        if n <= 0:
-            return []
-        top = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else np.arange(len(scores))
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return [(int(rid), float(score)) for rid, score in zip(block.rids[top], scores[top], strict=True)]
+
+        def rank() -> list[tuple[int, float]]:
+            if not len(block.rids):
+                return []
+            scores = _dot(block.matrix, qvec)
+            dead = block.expires <= now
+            if allowed is not None:
+                dead |= ~np.isin(block.rids, allowed)
+            if dead.any():
+                scores = np.where(dead, -np.inf, scores)
+            n = min(limit, int((~dead).sum()))
+            if n <= 0:
+                return []
+            top = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else np.arange(len(scores))
+            top = top[np.argsort(-scores[top], kind="stable")]
+            return [(int(rid), float(score)) for rid, score in zip(block.rids[top], scores[top], strict=True)]
+
+        return rank
 
     # -- maintenance -------------------------------------------------------------
 
