@@ -36,13 +36,19 @@ from ._port import Capability, MemoryPort, SearchResults
 from ._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemoryScope, MetadataValue
 
 if TYPE_CHECKING:
+    from ._copy import CopyReport, copy_memories, copy_memories_sync
     from .adapters.callable import CallableMemory
+    from .adapters.mem0 import Mem0Memory
 
 __version__ = "0.1.0"
 
 # name -> module that defines it; imported on first attribute access.
 _LAZY: dict[str, str] = {
     "CallableMemory": "memoryport.adapters.callable",
+    "CopyReport": "memoryport._copy",
+    "Mem0Memory": "memoryport.adapters.mem0",
+    "copy_memories": "memoryport._copy",
+    "copy_memories_sync": "memoryport._copy",
 }
 
 __all__ = [
@@ -51,6 +57,7 @@ __all__ = [
     "CallableEmbedder",
     "CallableMemory",
     "Capability",
+    "CopyReport",
     "EmbedderMismatch",
     "EmbeddingError",
     "EmbeddingPort",
@@ -59,6 +66,7 @@ __all__ = [
     "InvalidInput",
     "Limits",
     "MemoryEvent",
+    "Mem0Memory",
     "MemoryHit",
     "MemoryPort",
     "MemoryRecord",
@@ -70,6 +78,8 @@ __all__ = [
     "UnsupportedCapability",
     "UsageError",
     "__version__",
+    "copy_memories",
+    "copy_memories_sync",
 ]
 
 
