@@ -163,7 +163,7 @@ async def copy_memories(
             chunk = planned[start : start + batch]
             new_ids = await target.add(chunk)
             written.extend(new_ids)
-            for old, new in zip(records[start : start + batch], new_ids):
+            for old, new in zip(records[start : start + batch], new_ids, strict=True):
                 ids[str(old.id)] = new
     except MemoryportError:
         if written and Capability.DELETE in target.capabilities:
@@ -195,6 +195,4 @@ def copy_memories_sync(
     Example:
         >>> report = copy_memories_sync(old, new, MemoryScope(user_id="ann"))  # doctest: +SKIP
     """
-    return run_sync(
-        copy_memories(source, target, scope, drop_unsupported=drop_unsupported), method="copy_memories"
-    )
+    return run_sync(copy_memories(source, target, scope, drop_unsupported=drop_unsupported), method="copy_memories")
