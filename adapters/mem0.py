@@ -83,6 +83,7 @@ _CAPABILITIES = frozenset(
         Capability.GET,
         Capability.DELETE,
         Capability.EXPORT,
+        Capability.PURGE,
     }
 )
 
@@ -173,6 +174,13 @@ def _scalar(value: Any) -> MetadataValue:
         return value if math.isfinite(value) else str(value)
     # Metadata written to Mem0 by other code may nest; memoryport's is flat.
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def _rows(listed: Any) -> list[Any]:
+    # Mem0's vector stores return either the rows or (rows, next_page).
+    if isinstance(listed, (list, tuple)) and listed and isinstance(listed[0], (list, tuple)):
+        return list(listed[0])
+    return list(listed or [])
 
 
 class _Mem0Store:
@@ -384,7 +392,31 @@ class _Mem0Store:
         return await self._list(scope, None, "export")
 
     async def purge(self, *, now: datetime, created_before: datetime | None) -> int:
-        raise UsageError("Mem0Memory does not support purge(); erase scopes with delete(scope=...)")
+        # Mem0's API lists only within an id; purge spans every scope, so it
+        # reads the vector store underneath (part of every Mem0 store's API).
+        store = getattr(self._client, "vector_store", None)
+        if store is None:
+            raise self._fail("purge", None, "mem0 client has no vector_store to purge")
+        limit = self._export_limit
+        listed = await self._store_call("purge", store.list, filters=None, top_k=limit)
+        rows = _rows(listed)
+        if len(rows) >= limit:
+            raise self._fail(
+                "purge",
+                None,
+                f"mem0's store listed {len(rows):,} memories, the most this adapter asks for "
+                f"(export_limit={limit:,}); raise Mem0Memory(export_limit=...) to purge it",
+            )
+        doomed: list[str] = []
+        for row in rows:
+            payload = dict(getattr(row, "payload", None) or {})
+            created = _parse_time(payload.get("created_at"))
+            expires = _expiry_of(payload, payload)
+            if (expires is not None and expires <= now) or (
+                created_before is not None and created is not None and created < created_before
+            ):
+                doomed.append(str(row.id))
+        return len(await self._remove(doomed, "purge"))
 
     # -- helpers -----------------------------------------------------------
 
@@ -488,6 +520,38 @@ class _Mem0Store:
 
         await self._db(op, run)
 
+    async def _store_call(self, op: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call a method of Mem0's (synchronous) vector store in a worker thread."""
+        try:
+            return await asyncio.to_thread(self._locked, fn, args, kwargs)
+        except MemoryportError:
+            raise
+        except Exception as exc:
+            raise self._fail(op, exc) from exc
+
+    async def _forget_entities(self, scope: MemoryScope) -> None:
+        # With infer=True and spaCy installed, Mem0 keeps entity names per
+        # scope in "<collection>_entities"; its own per-memory clean-up runs
+        # only when that store is open in this process. Clear the scope's.
+        entities = getattr(self._client, "_entity_store", None)
+        if entities is None:
+            return
+        listed = await self._store_call(
+            "delete", entities.list, filters=_scope_filters(scope), top_k=self._export_limit
+        )
+        for row in _rows(listed):
+            payload = getattr(row, "payload", None) or {}
+            try:
+                stored = MemoryScope(
+                    user_id=_decode_id(payload.get("user_id")),
+                    session_id=_decode_id(payload.get("run_id")),
+                    agent_id=_decode_id(payload.get("agent_id")),
+                )
+            except ValueError:
+                continue
+            if scope.covers(stored):
+                await self._store_call("delete", entities.delete, vector_id=row.id)
+
     async def _erase(self, scope: MemoryScope) -> int:
         erased: list[str] = []
         # Concurrent writers can add to the scope while it is being erased:
@@ -498,6 +562,7 @@ class _Mem0Store:
                 break
             erased.extend(await self._remove([r.id for r in records if r.id is not None], "delete"))
         await self._forget_messages(scope, "delete")
+        await self._forget_entities(scope)
         left = await self._list(scope, None, "delete")
         if left:
             raise self._fail("delete", None, f"{len(left)} memories of the scope are still in mem0 after erasing it")
@@ -521,9 +586,9 @@ class Mem0Memory(GuardedMemory):
     newest records. ``export`` raises :class:`BackendError` when the scope holds
     ``export_limit`` memories or more, instead of answering with part of it.
     Erasing (``delete(scope=...)``) also removes the erased texts from Mem0's
-    history database and checks that nothing is left. ``purge()`` is not
-    supported: expired records are hidden, and removed when their scope is
-    erased.
+    history database and checks that nothing is left. ``purge()`` removes
+    expired and retained-out records (and their history) across the whole
+    Mem0 store, including records other code wrote there.
 
     Sync ``Memory`` calls run in worker threads, so the event loop never blocks.
     SDK failures become :class:`BackendError` (chained); logs carry only the

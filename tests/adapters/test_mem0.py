@@ -23,7 +23,6 @@ from memoryport import (
     Mem0Memory,
     MemoryRecord,
     MemoryScope,
-    UnsupportedCapability,
     UsageError,
 )
 from memoryport._port import Capability
@@ -77,9 +76,8 @@ async def test_capabilities(memory: Mem0Memory) -> None:
     assert Capability.SESSION_SCOPE in memory.capabilities
     assert Capability.AGENT_SCOPE in memory.capabilities
     assert Capability.EXPIRY in memory.capabilities
-    assert Capability.PURGE not in memory.capabilities
-    with pytest.raises(UnsupportedCapability):
-        await memory.purge()
+    assert Capability.PURGE in memory.capabilities
+    assert Capability.KEYWORD_SEARCH not in memory.capabilities
 
 
 async def test_user_scope_sees_own_sessions_and_agents_only(memory: Mem0Memory) -> None:
@@ -461,3 +459,56 @@ def test_cli_copies_into_mem0_via_factory(
     assert code == 0, capsys.readouterr().err
     assert capsys.readouterr().out.strip() == "copied 3 of 3 memories"
     assert _shape(Mem0Memory(mem0_client).export_sync(MemoryScope(user_id=user))) == _shape(originals)
+
+
+async def test_purge_removes_expired_and_retained_out(tmp_path: Path, mem0_factory: Any) -> None:
+    client = mem0_factory("async", tmp_path / "h.db")
+    memory = Mem0Memory(client)
+    ann = MemoryScope(user_id=fresh())
+    now = datetime.now(timezone.utc)
+    old = now - timedelta(days=10)
+    await memory.add(
+        [
+            MemoryRecord(scope=ann, text="expired text", created_at=old, expires_at=old + timedelta(days=1)),
+            MemoryRecord(scope=ann, text="old text", created_at=old),
+            MemoryRecord(scope=ann, text="fresh text"),
+        ]
+    )
+    assert await memory.purge() == 1
+    assert "expired text" not in history_texts(client)
+    assert sorted(r.text for r in await memory.export(ann)) == ["fresh text", "old text"]
+    kept = Mem0Memory(client, retention_days=5)
+    assert [r.text for r in await kept.export(ann)] == ["fresh text"]
+    assert await kept.purge() == 1
+    assert "old text" not in history_texts(client)
+    assert [r.text for r in await memory.export(ann)] == ["fresh text"]
+
+
+async def test_infer_true_with_a_scripted_llm_and_erase_clears_messages(tmp_path: Path, mem0_factory: Any) -> None:
+    """infer=True: mem0's LLM (scripted here) decides what is stored; erasure also clears its message log."""
+    import json
+
+    from mem0.llms.base import LLMBase
+
+    class ScriptedLLM(LLMBase):  # type: ignore[misc]
+        def generate_response(self, messages: Any, **kwargs: Any) -> str:
+            said = messages[-1]["content"]
+            facts = [{"text": "Ann likes green tea"}] if "tea" in said else []
+            return json.dumps({"memory": facts})
+
+    client = mem0_factory("sync", tmp_path / "h.db")
+    client.llm = ScriptedLLM()
+    memory = Mem0Memory(client, infer=True)
+    ann = MemoryScope(user_id=fresh(), session_id="s1")
+    ids = await memory.add(
+        [MemoryRecord(scope=ann, text="I really do like my green tea"), MemoryRecord(scope=ann, text="hello there")]
+    )
+    [stored] = await memory.export(ann)
+    assert stored.text == "Ann likes green tea"
+    assert ids[0] == stored.id
+    assert await memory.get(ids[1], scope=ann) is None  # nothing extracted: the id memoryport assigned
+    messages = client.db.connection.execute("SELECT content FROM messages").fetchall()
+    assert ("hello there",) in messages
+    assert await memory.delete(scope=MemoryScope(user_id=ann.user_id)) == 1
+    assert client.db.connection.execute("SELECT count(*) FROM messages").fetchone() == (0,)
+    assert not {"Ann likes green tea", "hello there"} & set(history_texts(client))
