@@ -125,16 +125,18 @@ def _same_value(stored: Any, wanted: MetadataValue) -> bool:
 
 
 def _pushed_filters(filters: Mapping[str, MetadataValue] | None) -> dict[str, Any]:
-    """The part of ``filters`` Mem0 can apply itself; the rest is checked here after reading."""
-    pushed: dict[str, Any] = {}
-    for key, value in (filters or {}).items():
-        if isinstance(value, (bool, str)):
-            # {"eq": v}, never a bare value: Mem0 reads a bare "*" as "any value".
-            pushed[key] = {"eq": value}
-        elif isinstance(value, (int, float)):
-            # A range, so that 1 finds 1.0 too (Mem0's equality is type-strict).
-            pushed[key] = {"gte": value, "lte": value}
-    return pushed
+    """The part of ``filters`` Mem0 can narrow by itself; every filter is checked here after reading.
+
+    Only plain equality is pushed down: Mem0's operator filters fail silently
+    on some vector stores (faiss returns nothing), a bare ``"*"`` means "any
+    value" to Mem0, and its equality is type-strict (``1`` would miss
+    ``1.0``), so numbers, ``None`` and ``"*"`` are matched here only.
+    """
+    return {
+        key: value
+        for key, value in (filters or {}).items()
+        if isinstance(value, bool) or (isinstance(value, str) and value != "*")
+    }
 
 
 def _parse_time(value: Any) -> datetime | None:
