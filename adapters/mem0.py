@@ -29,6 +29,7 @@ import contextlib
 import json
 import logging
 import math
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -88,6 +89,7 @@ _CAPABILITIES = frozenset(
 )
 
 _SQL_CHUNK = 500
+_PUSHABLE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def _encode_id(value: str) -> str:
@@ -130,12 +132,16 @@ def _pushed_filters(filters: Mapping[str, MetadataValue] | None) -> dict[str, An
     Only plain equality is pushed down: Mem0's operator filters fail silently
     on some vector stores (faiss returns nothing), a bare ``"*"`` means "any
     value" to Mem0, and its equality is type-strict (``1`` would miss
-    ``1.0``), so numbers, ``None`` and ``"*"`` are matched here only.
+    ``1.0``), so numbers, ``None`` and ``"*"`` are matched here only, and so
+    are keys that Mem0 or its store would read as syntax (``a.b`` is a nested
+    path to qdrant, ``OR`` a logical operator to Mem0).
     """
     return {
         key: value
         for key, value in (filters or {}).items()
-        if isinstance(value, bool) or (isinstance(value, str) and value != "*")
+        if _PUSHABLE_KEY.fullmatch(key)
+        and key.upper() not in ("AND", "OR", "NOT")
+        and (isinstance(value, bool) or (isinstance(value, str) and value != "*"))
     }
 
 

@@ -166,6 +166,16 @@ async def test_filters_match_exactly_by_type(memory: Mem0Memory) -> None:
     assert [h.record.text for h in recent] == ["note c"]
 
 
+async def test_filter_keys_that_look_like_syntax(memory: Mem0Memory) -> None:
+    ann = MemoryScope(user_id=fresh())
+    odd = {"a.b": "dot", "OR": "x", "list[]": "y", "ünï cödé": "z", "$and": "w"}
+    await memory.add([MemoryRecord(scope=ann, text="odd keys", metadata=odd), MemoryRecord(scope=ann, text="plain")])
+    for key, value in odd.items():
+        hits = await memory.search("odd keys", scope=ann, k=5, filters={key: value})
+        assert [h.record.text for h in hits] == ["odd keys"], key
+        assert hits[0].record.metadata == odd
+
+
 async def test_get_is_scoped(memory: Mem0Memory) -> None:
     ann, ben = MemoryScope(user_id=fresh()), MemoryScope(user_id=fresh())
     [rid] = await memory.add([MemoryRecord(scope=MemoryScope(user_id=ann.user_id, session_id="s1"), text="x")])
