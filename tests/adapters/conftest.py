@@ -77,6 +77,9 @@ def make_mem0(kind: str, history_db_path: Path) -> Any:
         warnings.simplefilter("ignore", UserWarning)
         client = cls.from_config(mem0_config(history_db_path))
     client.embedding_model = _mem0_embedder_class()()
+    # mem0 commits its history database once per write; on disk the fsync is
+    # ~95% of an add here. Tests need the rows, not their durability.
+    client.db.connection.execute("PRAGMA synchronous=OFF")
     return client
 
 
