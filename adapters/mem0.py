@@ -352,7 +352,9 @@ class _Mem0Store:
                 mode="recent",
             )
         mem0_filters = {**_pushed_filters(filters), **_scope_filters(scope)}
-        top_k = k
+        # A margin beyond k, so that records tied at the k-th score are all
+        # seen and the order of ties (by id) is the same on every call.
+        top_k = k + max(k, 10)
         while True:
             result = await self._sdk(
                 "search",
@@ -368,9 +370,11 @@ class _Mem0Store:
             for item in items:
                 record = self._record(item, "search")
                 if self._matches(record, scope, filters):
-                    score = float(item.get("score") or 0.0)
+                    # Rounded: the store's float noise must not reorder equal scores between calls.
+                    score = round(float(item.get("score") or 0.0), 6)
                     hits.append(MemoryHit(record=record, score=score if math.isfinite(score) else 0.0, signal="vector"))
-            if len(hits) >= k or len(items) < top_k:
+            if len(hits) > k or len(items) < top_k:
+                hits.sort(key=lambda h: (-h.score, h.record.id or ""))
                 return SearchResults(hits[:k], mode="vector")
             # A query without a user id also matched other users' records: look further.
             top_k *= 4
