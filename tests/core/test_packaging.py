@@ -22,6 +22,7 @@ PUBLIC = [
     "CallableEmbedder",
     "CallableMemory",
     "Capability",
+    "CopyReport",
     "EmbedderMismatch",
     "EmbeddingError",
     "EmbeddingPort",
@@ -29,6 +30,7 @@ PUBLIC = [
     "GuardedMemory",
     "InvalidInput",
     "Limits",
+    "Mem0Memory",
     "MemoryEvent",
     "MemoryHit",
     "MemoryPort",
@@ -41,6 +43,8 @@ PUBLIC = [
     "UnsupportedCapability",
     "UsageError",
     "__version__",
+    "copy_memories",
+    "copy_memories_sync",
 ]
 
 # SDKs and heavy modules that `import memoryport` must not pull in.
