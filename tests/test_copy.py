@@ -249,3 +249,29 @@ def test_cli_user_mistakes(factories: str, capsys: pytest.CaptureFixture[str]) -
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert err.startswith("memoryport copy: error:") and err.count("\n") == 1, err
+
+
+def test_cli_copies_between_sqlite_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``memoryport copy a.db b.db``. Runs once SQLiteMemory (branch ``sqlite``) is merged; skipped until then."""
+    import memoryport
+
+    if "SQLiteMemory" not in dir(memoryport):
+        pytest.skip("SQLiteMemory is not on this branch yet (merge branch 'sqlite' to run this test)")
+    sqlite_memory = memoryport.SQLiteMemory
+    first, second = tmp_path / "a.db", tmp_path / "b.db"
+    originals = sample()
+    source = sqlite_memory(first)
+    source.add_sync(originals)
+    source.close()
+    assert main(["copy", str(first), str(second), "--user", "ann"]) == 0
+    assert capsys.readouterr().out.strip() == "copied 2 of 2 memories"
+    target = sqlite_memory(second)
+    try:
+        got = target.export_sync(ANN)
+    finally:
+        target.close()
+    assert [(r.text, r.scope, r.metadata, r.created_at, r.expires_at) for r in got] == [
+        (r.text, r.scope, r.metadata, r.created_at, r.expires_at) for r in originals[:2]
+    ]
+    assert main(["copy", str(tmp_path / "missing.db"), str(second), "--user", "ann"]) == 2
+    assert "no such file" in capsys.readouterr().err
