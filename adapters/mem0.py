@@ -89,6 +89,7 @@ _CAPABILITIES = frozenset(
 )
 
 _SQL_CHUNK = 500
+_MISSING = object()
 _PUSHABLE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
@@ -217,7 +218,7 @@ class _Mem0Store:
             operation=op,
         )
 
-    async def _sdk(self, op: str, method: str, *args: Any, **kwargs: Any) -> Any:
+    async def _sdk(self, op: str, method: str, *args: Any, _missing_ok: bool = False, **kwargs: Any) -> Any:
         fn = getattr(self._client, method)
         try:
             if self._async:
@@ -226,6 +227,8 @@ class _Mem0Store:
         except MemoryportError:
             raise
         except Exception as exc:
+            if _missing_ok and isinstance(exc, ValueError) and "not found" in str(exc):
+                return _MISSING  # deleted meanwhile by someone else
             raise self._fail(op, exc) from exc
 
     def _locked(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -459,13 +462,8 @@ class _Mem0Store:
         """Delete these Mem0 ids and their history rows; return the ids that were there."""
         gone: list[str] = []
         for memory_id in ids:
-            try:
-                await self._sdk(op, "delete", memory_id)
-            except BackendError as exc:
-                if isinstance(exc.__cause__, ValueError) and "not found" in str(exc.__cause__):
-                    continue  # deleted meanwhile
-                raise
-            gone.append(memory_id)
+            if await self._sdk(op, "delete", memory_id, _missing_ok=True) is not _MISSING:
+                gone.append(memory_id)
         if gone:
             await self._forget_history(gone, op)
         return gone

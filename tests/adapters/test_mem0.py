@@ -522,3 +522,25 @@ async def test_infer_true_with_a_scripted_llm_and_erase_clears_messages(tmp_path
     assert await memory.delete(scope=MemoryScope(user_id=ann.user_id)) == 1
     assert client.db.connection.execute("SELECT count(*) FROM messages").fetchone() == (0,)
     assert not {"Ann likes green tea", "hello there"} & set(history_texts(client))
+
+
+async def test_delete_race_counts_only_what_this_call_removed(
+    memory: Mem0Memory, mem0_client: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A record deleted by someone else between our read and our delete is not counted, and no error."""
+    ann = MemoryScope(user_id=fresh())
+    a, b = await memory.add([MemoryRecord(scope=ann, text="one"), MemoryRecord(scope=ann, text="two")])
+    store = memory.port
+    original = store.get  # type: ignore[attr-defined]
+
+    async def get_then_vanish(id: str, *, scope: MemoryScope) -> Any:
+        record = await original(id, scope=scope)
+        if id == a:  # another process deletes it right after we read it
+            await Mem0Memory(mem0_client).delete([a], scope=ann)
+        return record
+
+    store.get = get_then_vanish  # type: ignore[attr-defined]
+    with caplog.at_level(logging.WARNING, logger="memoryport"):
+        assert await memory.delete([a, b], scope=ann) == 1
+    assert "failed" not in caplog.text
+    assert await memory.export(ann) == []
