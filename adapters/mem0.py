@@ -33,7 +33,7 @@ import re
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -274,7 +274,9 @@ class _Mem0Store:
                 text=str(item.get("memory") or ""),
                 metadata={str(k): _scalar(v) for k, v in metadata.items()},
                 created_at=created,
-                expires_at=expires_at if expires_at is None or expires_at > created else None,
+                # Mem0 lets an expiry precede the creation (already expired): the
+                # closest valid record expires right after its creation.
+                expires_at=None if expires_at is None else max(expires_at, created + timedelta(microseconds=1)),
             )
         except (ValueError, KeyError) as exc:
             # Written by other code: a memory memoryport cannot represent.
@@ -393,7 +395,14 @@ class _Mem0Store:
         record = self._record(item, "get")
         return record if scope.covers(record.scope) else None
 
+    def _history_open(self, op: str) -> None:
+        # Checked before deleting anything: Mem0's own delete writes to the
+        # history database and fails half-way when it is closed.
+        if getattr(getattr(self._client, "db", None), "connection", None) is None:
+            raise self._fail(op, None, "mem0's history database is closed or unreachable; nothing was deleted")
+
     async def delete(self, ids: Sequence[str] | None, *, scope: MemoryScope) -> int:
+        self._history_open("delete")
         if ids is not None:
             found: list[str] = []
             for wanted in ids:
@@ -409,6 +418,7 @@ class _Mem0Store:
     async def purge(self, *, now: datetime, created_before: datetime | None) -> int:
         # Mem0's API lists only within an id; purge spans every scope, so it
         # reads the vector store underneath (part of every Mem0 store's API).
+        self._history_open("purge")
         store = getattr(self._client, "vector_store", None)
         if store is None:
             raise self._fail("purge", None, "mem0 client has no vector_store to purge")

@@ -544,3 +544,38 @@ async def test_delete_race_counts_only_what_this_call_removed(
         assert await memory.delete([a, b], scope=ann) == 1
     assert "failed" not in caplog.text
     assert await memory.export(ann) == []
+
+
+async def test_reads_memories_other_code_wrote_natively(memory: Mem0Memory, mem0_client: Any) -> None:
+    """Records added through mem0's own API (same store) come back as faithful MemoryRecords."""
+    user = fresh()
+
+    async def native(*args: Any, **kwargs: Any) -> Any:
+        if memory.port._async:  # type: ignore[attr-defined]
+            return await mem0_client.add(*args, **kwargs)
+        return mem0_client.add(*args, **kwargs)
+
+    before = datetime.now(timezone.utc)
+    await native("native plain", user_id=user, infer=False)
+    await native("native nested", user_id=user, agent_id="bot", infer=False, metadata={"tags": ["a", "b"], "n": 1})
+    await native("native expired", user_id=user, infer=False, expiration_date="2001-01-01")
+    got = {r.text: r for r in await memory.export(MemoryScope(user_id=user))}
+    assert set(got) == {"native plain", "native nested"}  # the expired one is hidden by the guard
+    assert got["native plain"].created_at >= before - timedelta(seconds=1)
+    assert got["native nested"].scope == MemoryScope(user_id=user, agent_id="bot")
+    assert got["native nested"].metadata == {"tags": '["a", "b"]', "n": 1}
+
+
+async def test_erase_with_a_closed_history_database_is_an_error(tmp_path: Path, mem0_factory: Any) -> None:
+    client = mem0_factory("sync", tmp_path / "h.db")
+    memory = Mem0Memory(client)
+    ann = MemoryScope(user_id=fresh())
+    await memory.add([MemoryRecord(scope=ann, text="x")])
+    db = client.db
+    client.db = None  # what Memory.close() leaves behind
+    try:
+        with pytest.raises(BackendError, match="history database"):
+            await memory.delete(scope=ann)
+    finally:
+        client.db = db
+    assert [r.text for r in await memory.export(ann)] == ["x"]  # nothing was deleted
