@@ -314,6 +314,9 @@ class _Mem0Store:
 
     async def add(self, records: Sequence[MemoryRecord]) -> list[str]:
         self.check_records(records)
+        # Mem0 writes the vector first and the history row second: with the
+        # history closed, a record would be stored and could not be rolled back.
+        self._history_open("add")
         written: list[str] = []
         ids: list[str] = []
         try:
@@ -351,7 +354,7 @@ class _Mem0Store:
         if not query.strip():
             # Mem0 refuses an empty query: list the scope, newest first.
             records = await self._list(scope, filters, "search")
-            records.sort(key=lambda r: r.created_at, reverse=True)
+            records.sort(key=lambda r: (r.created_at, r.id or ""), reverse=True)
             return SearchResults(
                 [MemoryHit(record=r, score=1.0 / (1 + i), signal="recent") for i, r in enumerate(records[:k])],
                 mode="recent",
@@ -396,10 +399,10 @@ class _Mem0Store:
         return record if scope.covers(record.scope) else None
 
     def _history_open(self, op: str) -> None:
-        # Checked before deleting anything: Mem0's own delete writes to the
-        # history database and fails half-way when it is closed.
+        # Checked before changing anything: Mem0's own add and delete write to
+        # the history database and fail half-way when it is closed.
         if getattr(getattr(self._client, "db", None), "connection", None) is None:
-            raise self._fail(op, None, "mem0's history database is closed or unreachable; nothing was deleted")
+            raise self._fail(op, None, "mem0's history database is closed or unreachable; nothing was changed")
 
     async def delete(self, ids: Sequence[str] | None, *, scope: MemoryScope) -> int:
         self._history_open("delete")

@@ -576,6 +576,8 @@ async def test_erase_with_a_closed_history_database_is_an_error(tmp_path: Path, 
     try:
         with pytest.raises(BackendError, match="history database"):
             await memory.delete(scope=ann)
+        with pytest.raises(BackendError, match="history database"):
+            await memory.add([MemoryRecord(scope=ann, text="y")])
     finally:
         client.db = db
     assert [r.text for r in await memory.export(ann)] == ["x"]  # nothing was deleted
