@@ -313,6 +313,12 @@ def test_sync_twins(mem0_client: Any) -> None:
 def test_rejects_other_clients() -> None:
     with pytest.raises(UsageError, match=r"mem0\.Memory"):
         Mem0Memory(object())
+    import mem0
+
+    for platform in (mem0.MemoryClient, mem0.AsyncMemoryClient):
+        # __new__: the real constructor calls the hosted API to check the key.
+        with pytest.raises(UsageError, match="not supported"):
+            Mem0Memory(platform.__new__(platform))
     with pytest.raises(InvalidInput):
         import mem0
 
