@@ -244,6 +244,7 @@ def test_cli_user_mistakes(factories: str, capsys: pytest.CaptureFixture[str]) -
         ["copy", f"{factories}:nothere", f"{factories}:target", "--user", "ann"],
         ["copy", f"{factories}:broken", f"{factories}:target", "--user", "ann"],
         ["copy", "nosuchmodule_xyz:make", f"{factories}:target", "--user", "ann"],
+        ["copy", f"{factories}:source", f"{factories}:source", "--user", "ann"],
     ]
     for argv in cases:
         assert main(argv) == 2, argv

@@ -79,6 +79,10 @@ def run(args: argparse.Namespace) -> int:
 
     if not (args.user or args.session or args.agent):
         raise CliError("give the scope to copy: --user, and/or --session, --agent")
+    if args.source == args.target or (
+        os.path.exists(args.source) and os.path.exists(args.target) and os.path.samefile(args.source, args.target)
+    ):
+        raise CliError("source and target are the same; copying would duplicate every memory")
     report = asyncio.run(_copy(args))
     if args.json:
         print(json.dumps(report, sort_keys=True))
