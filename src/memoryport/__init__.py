@@ -38,7 +38,9 @@ from ._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemorySco
 if TYPE_CHECKING:
     from ._copy import CopyReport, copy_memories, copy_memories_sync
     from .adapters.callable import CallableMemory
+    from .adapters.graphiti import GraphitiMemory
     from .adapters.mem0 import Mem0Memory
+    from .adapters.zep import ZepMemory
 
 __version__ = "0.1.0"
 
@@ -46,7 +48,9 @@ __version__ = "0.1.0"
 _LAZY: dict[str, str] = {
     "CallableMemory": "memoryport.adapters.callable",
     "CopyReport": "memoryport._copy",
+    "GraphitiMemory": "memoryport.adapters.graphiti",
     "Mem0Memory": "memoryport.adapters.mem0",
+    "ZepMemory": "memoryport.adapters.zep",
     "copy_memories": "memoryport._copy",
     "copy_memories_sync": "memoryport._copy",
 }
@@ -62,6 +66,7 @@ __all__ = [
     "EmbeddingError",
     "EmbeddingPort",
     "EventSink",
+    "GraphitiMemory",
     "GuardedMemory",
     "InvalidInput",
     "Limits",
@@ -77,6 +82,7 @@ __all__ = [
     "SearchResults",
     "UnsupportedCapability",
     "UsageError",
+    "ZepMemory",
     "__version__",
     "copy_memories",
     "copy_memories_sync",
