@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from .adapters.callable import CallableMemory
     from .adapters.graphiti import GraphitiMemory
     from .adapters.mem0 import Mem0Memory
+    from .adapters.sqlite import SQLiteMemory
     from .adapters.zep import ZepMemory
 
 __version__ = "0.1.0"
@@ -50,6 +51,7 @@ _LAZY: dict[str, str] = {
     "CopyReport": "memoryport._copy",
     "GraphitiMemory": "memoryport.adapters.graphiti",
     "Mem0Memory": "memoryport.adapters.mem0",
+    "SQLiteMemory": "memoryport.adapters.sqlite",
     "ZepMemory": "memoryport.adapters.zep",
     "copy_memories": "memoryport._copy",
     "copy_memories_sync": "memoryport._copy",
@@ -79,6 +81,7 @@ __all__ = [
     "MemoryportError",
     "MetadataValue",
     "MissingExtra",
+    "SQLiteMemory",
     "SearchResults",
     "UnsupportedCapability",
     "UsageError",

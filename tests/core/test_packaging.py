@@ -40,6 +40,7 @@ PUBLIC = [
     "MemoryportError",
     "MetadataValue",
     "MissingExtra",
+    "SQLiteMemory",
     "SearchResults",
     "UnsupportedCapability",
     "UsageError",
