@@ -253,12 +253,9 @@ def test_cli_user_mistakes(factories: str, capsys: pytest.CaptureFixture[str]) -
 
 
 def test_cli_copies_between_sqlite_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """``memoryport copy a.db b.db``. Runs once SQLiteMemory (branch ``sqlite``) is merged; skipped until then."""
-    import memoryport
+    """``memoryport copy a.db b.db`` keeps texts, scopes, metadata and times."""
+    from memoryport import SQLiteMemory as sqlite_memory
 
-    if "SQLiteMemory" not in dir(memoryport):
-        pytest.skip("SQLiteMemory is not on this branch yet (merge branch 'sqlite' to run this test)")
-    sqlite_memory = memoryport.SQLiteMemory
     first, second = tmp_path / "a.db", tmp_path / "b.db"
     originals = sample()
     source = sqlite_memory(first)
@@ -276,3 +273,14 @@ def test_cli_copies_between_sqlite_files(tmp_path: Path, capsys: pytest.CaptureF
     ]
     assert main(["copy", str(tmp_path / "missing.db"), str(second), "--user", "ann"]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_docs_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The Python block of docs/adapters/copy.md runs as shown."""
+    import re
+
+    page = Path(__file__).resolve().parents[1] / "docs" / "adapters" / "copy.md"
+    [block] = re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)[:1]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "copy.md", "exec"), {"__name__": "copy_md"})
+    assert capsys.readouterr().out.startswith("1 {")

@@ -417,12 +417,9 @@ async def test_copy_round_trip_callable_mem0_callable(memory: Mem0Memory) -> Non
 
 
 async def test_copy_round_trip_sqlite_mem0_sqlite(memory: Mem0Memory, tmp_path: Path) -> None:
-    """SQLite -> Mem0 -> SQLite. Runs once SQLiteMemory (branch ``sqlite``) is merged; skipped until then."""
-    import memoryport
+    """SQLite -> Mem0 -> SQLite keeps texts, scopes, metadata and times."""
+    from memoryport import SQLiteMemory as sqlite_memory
 
-    sqlite_memory = getattr(memoryport, "SQLiteMemory", None) if "SQLiteMemory" in dir(memoryport) else None
-    if sqlite_memory is None:
-        pytest.skip("SQLiteMemory is not on this branch yet (merge branch 'sqlite' to run this test)")
     first, last = sqlite_memory(tmp_path / "first.db"), sqlite_memory(tmp_path / "last.db")
     try:
         await _round_trip(first, last, memory)

@@ -52,7 +52,7 @@ def open_backend(spec: str, *, create: bool) -> Any:
         raise CliError(f"no such file: {spec!r} (give a SQLite file or module:factory)")
     try:
         from memoryport import SQLiteMemory
-    except ImportError as exc:  # pragma: no cover - until the SQLite backend lands
+    except ImportError as exc:  # pragma: no cover - a build without the SQLite backend
         raise CliError("this build has no SQLite backend; name the backend as module:factory") from exc
     return SQLiteMemory(spec)
 
