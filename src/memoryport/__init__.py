@@ -36,13 +36,18 @@ from ._port import Capability, MemoryPort, SearchResults
 from ._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemoryScope, MetadataValue
 
 if TYPE_CHECKING:
+    from ._rerank import CallableReranker, RerankerPort
     from .adapters.callable import CallableMemory
+    from .embedders.local import LocalEmbedder
 
 __version__ = "0.1.0"
 
 # name -> module that defines it; imported on first attribute access.
 _LAZY: dict[str, str] = {
     "CallableMemory": "memoryport.adapters.callable",
+    "CallableReranker": "memoryport._rerank",
+    "LocalEmbedder": "memoryport.embedders.local",
+    "RerankerPort": "memoryport._rerank",
 }
 
 __all__ = [
@@ -50,6 +55,7 @@ __all__ = [
     "BackendError",
     "CallableEmbedder",
     "CallableMemory",
+    "CallableReranker",
     "Capability",
     "EmbedderMismatch",
     "EmbeddingError",
@@ -58,6 +64,7 @@ __all__ = [
     "GuardedMemory",
     "InvalidInput",
     "Limits",
+    "LocalEmbedder",
     "MemoryEvent",
     "MemoryHit",
     "MemoryPort",
@@ -66,6 +73,7 @@ __all__ = [
     "MemoryportError",
     "MetadataValue",
     "MissingExtra",
+    "RerankerPort",
     "SearchResults",
     "UnsupportedCapability",
     "UsageError",
