@@ -41,7 +41,8 @@ def load_texts(path: Path, n: int, seed: int = 0) -> list[str]:
             for turn in session
         ]
         return rng.sample(turns, min(n, len(turns)))
-    words = "the a memory agent green tea coffee paris trip friend sister dog painting music".split()
+    words = ["the", "a", "memory", "agent", "green", "tea", "coffee",
+             "paris", "trip", "friend", "sister", "dog", "painting", "music"]
     return [" ".join(rng.choice(words) for _ in range(rng.randint(5, 30))) for _ in range(n)]
 
 
