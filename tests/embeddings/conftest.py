@@ -9,6 +9,7 @@ import pytest
 
 from memoryport.embedders.local import LocalEmbedder, default_model_path
 
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
