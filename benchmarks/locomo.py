@@ -12,6 +12,11 @@ per category. Malformed evidence ids are normalised where unambiguous
 ``D30:5``); the rest are dropped and counted.
 
     python benchmarks/locomo.py [DATA] [--modes keyword,vector,hybrid] [--cache DIR] [--json FILE]
+    python benchmarks/locomo.py [DATA] --ablation      # one row per ranking change, cumulative
+
+``--ablation`` switches the ranking steps of ``memoryport.adapters.sqlite.ranking``
+off and on in turn (stopwords, fusion by scores instead of ranks, neighbours)
+to show what each gained.
 
 DATA defaults to ../shared/data/locomo/locomo-dev.json (beside the repository).
 The data is CC BY-NC: benchmarks only, never shipped in the package.
@@ -175,6 +180,27 @@ class CachedEmbedder:
             np.savez(self.file, keys=np.array(keys), rows=np.stack([self.vectors[k] for k in keys]))
 
 
+ABLATION = ["naive", "+stopwords", "+score fusion", "+neighbours"]
+
+
+def configure_ranking(step: str) -> None:
+    """Switch the ranking steps of SQLiteMemory on up to ``step`` (see ``ABLATION``), for the ablation table."""
+    from memoryport.adapters.sqlite import ranking
+
+    original = configure_ranking.__dict__.setdefault(
+        "original", (ranking.STOPWORDS, ranking.fuse, ranking.NEIGHBOUR_WEIGHT)
+    )
+    stopwords, fuse, neighbour_weight = original
+    level = ABLATION.index(step)
+
+    def rank_fusion(keyword: Any, vector: Any, **_: Any) -> Any:
+        return ranking.reciprocal_rank_fusion([[key for key, _ in keyword], [key for key, _ in vector]])
+
+    ranking.STOPWORDS = stopwords if level >= 1 else frozenset()
+    ranking.fuse = fuse if level >= 2 else rank_fusion
+    ranking.NEIGHBOUR_WEIGHT = neighbour_weight if level >= 3 else 0.0
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from memoryport import MemoryRecord, MemoryScope
     from memoryport.adapters.sqlite import SQLiteMemory
@@ -212,6 +238,37 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         for rec in await writer.export(MemoryScope(user_id=conv.sample_id)):
             ids_by_record[str(rec.id)] = str(rec.metadata["dia_id"])
 
+    steps = ABLATION if args.ablation else [None]
+    result: dict[str, Any] = {
+        "data": str(args.data),
+        "conversations": [c.sample_id for c in conversations],
+        "turns": sum(len(c.turns) for c in conversations),
+        "questions": sum(len(c.questions) for c in conversations),
+        "evidence": {"ids": report.ids, "normalised": report.normalised, "dropped": report.dropped,
+                     "questions_without_evidence": report.questions_without_evidence},
+        "embedder": embedder.name,
+        "index_seconds": round(index_s, 1),
+        "cached_embeddings": bool(args.cache),
+        "steps": {},
+    }
+    for step in steps:
+        if step is not None:
+            configure_ranking(step)
+        result["steps"][step or "current"] = await ask(conversations, memories, ids_by_record)
+    for memory in memories.values():
+        await memory.aclose()
+    if isinstance(embedder, CachedEmbedder):
+        embedder.save()
+    shutil.rmtree(folder)
+    return result
+
+
+async def ask(conversations: list[Conversation], memories: dict[str, Any], ids_by_record: dict[str, str]
+              ) -> dict[str, Any]:
+    """Ask every question in every mode; recall@k and latency per mode."""
+    from memoryport import MemoryScope
+
+    modes = list(memories)
     recalls: dict[str, dict[int, dict[int, list[float]]]] = {m: {k: {} for k in KS} for m in modes}
     latency: dict[str, list[float]] = {m: [] for m in modes}
     for conv in conversations:
@@ -226,34 +283,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     top = set(found[:k])
                     value = sum(e in top for e in q.evidence) / len(q.evidence)
                     recalls[mode][k].setdefault(q.category, []).append(value)
-    for memory in memories.values():
-        await memory.aclose()
-    if isinstance(embedder, CachedEmbedder):
-        embedder.save()
-    shutil.rmtree(folder)
 
     def mean(values: list[float]) -> float:
         return 100 * sum(values) / len(values) if values else float("nan")
 
-    result: dict[str, Any] = {
-        "data": str(args.data),
-        "conversations": [c.sample_id for c in conversations],
-        "turns": sum(len(c.turns) for c in conversations),
-        "questions": sum(len(c.questions) for c in conversations),
-        "evidence": {"ids": report.ids, "normalised": report.normalised, "dropped": report.dropped,
-                     "questions_without_evidence": report.questions_without_evidence},
-        "embedder": embedder.name,
-        "index_seconds": round(index_s, 1),
-        "cached_embeddings": bool(args.cache),
-        "modes": {},
-    }
+    result: dict[str, Any] = {}
     for mode in modes:
         overall = {k: mean([v for vs in recalls[mode][k].values() for v in vs]) for k in KS}
         per_cat = {CATEGORIES[c]: {k: mean(recalls[mode][k].get(c, [])) for k in KS}
                    for c in sorted(recalls[mode][KS[0]])}
         counts = {CATEGORIES[c]: len(v) for c, v in sorted(recalls[mode][KS[0]].items())}
         lat = sorted(latency[mode])
-        result["modes"][mode] = {
+        result[mode] = {
             "recall": overall,
             "per_category": per_cat,
             "questions_per_category": counts,
@@ -271,19 +312,24 @@ def print_tables(result: dict[str, Any]) -> None:
           f"{ev['dropped']}; questions left without evidence: {ev['questions_without_evidence']}")
     if result["cached_embeddings"]:
         print("# embeddings came from a cache: per-query times exclude embedding the query")
+    steps = result["steps"]
     print()
-    print("| mode | R@5 | R@10 | R@25 | R@50 | ms/query median (p95) |")
-    print("|---|---|---|---|---|---|")
-    for mode, m in result["modes"].items():
-        r = m["recall"]
-        print(f"| {mode} | {r[5]:.1f} | {r[10]:.1f} | {r[25]:.1f} | {r[50]:.1f} | "
-              f"{m['ms_per_query_median']:.1f} ({m['ms_per_query_p95']:.1f}) |")
+    print("| ranking | mode | R@5 | R@10 | R@25 | R@50 | ms/query median (p95) |")
+    print("|---|---|---|---|---|---|---|")
+    for step, modes in steps.items():
+        for mode, m in modes.items():
+            r = m["recall"]
+            print(f"| {step} | {mode} | {r[5]:.1f} | {r[10]:.1f} | {r[25]:.1f} | {r[50]:.1f} | "
+                  f"{m['ms_per_query_median']:.1f} ({m['ms_per_query_p95']:.1f}) |")
+    last = list(steps.values())[-1]
+    cats = list(next(iter(last.values()))["per_category"])
+    counts = next(iter(last.values()))["questions_per_category"]
     print()
-    cats = list(next(iter(result["modes"].values()))["per_category"])
-    counts = next(iter(result["modes"].values()))["questions_per_category"]
-    print("| mode | " + " | ".join(f"{c} ({counts[c]}) R@5 / R@10" for c in cats) + " |")
+    print(f"Per category ({list(steps)[-1]}), R@5 / R@10:")
+    print()
+    print("| mode | " + " | ".join(f"{c} ({counts[c]})" for c in cats) + " |")
     print("|---|" + "---|" * len(cats))
-    for mode, m in result["modes"].items():
+    for mode, m in last.items():
         cells = [f"{m['per_category'][c][5]:.1f} / {m['per_category'][c][10]:.1f}" for c in cats]
         print(f"| {mode} | " + " | ".join(cells) + " |")
 
@@ -296,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default=None, help="LocalEmbedder model folder (default: all-MiniLM-L6-v2)")
     ap.add_argument("--cache", type=Path, default=None, help="keep embeddings in this folder between runs")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument("--ablation", action="store_true", help="one row per ranking change (cumulative)")
     args = ap.parse_args(argv)
     if not args.data.is_file():
         print(f"no LoCoMo file at {args.data}", file=sys.stderr)
