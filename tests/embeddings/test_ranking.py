@@ -8,8 +8,8 @@ from memoryport import CallableEmbedder, MemoryRecord, MemoryScope
 
 pytest.importorskip("memoryport.adapters.sqlite", reason="SQLiteMemory is not merged yet")
 
-from memoryport.adapters.sqlite import SQLiteMemory  # noqa: E402
-from memoryport.adapters.sqlite.ranking import (  # noqa: E402
+from memoryport.adapters.sqlite import SQLiteMemory
+from memoryport.adapters.sqlite.ranking import (
     STOPWORDS,
     fuse,
     keyword_terms,
