@@ -38,6 +38,9 @@ from ._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemorySco
 if TYPE_CHECKING:
     from ._rerank import CallableReranker, RerankerPort
     from .adapters.callable import CallableMemory
+    from .adapters.graphiti import GraphitiMemory
+    from .adapters.sqlite import SQLiteMemory
+    from .adapters.zep import ZepMemory
     from .embedders.local import LocalEmbedder
 
 __version__ = "0.1.0"
@@ -48,6 +51,9 @@ _LAZY: dict[str, str] = {
     "CallableReranker": "memoryport._rerank",
     "LocalEmbedder": "memoryport.embedders.local",
     "RerankerPort": "memoryport._rerank",
+    "GraphitiMemory": "memoryport.adapters.graphiti",
+    "SQLiteMemory": "memoryport.adapters.sqlite",
+    "ZepMemory": "memoryport.adapters.zep",
 }
 
 __all__ = [
@@ -61,6 +67,7 @@ __all__ = [
     "EmbeddingError",
     "EmbeddingPort",
     "EventSink",
+    "GraphitiMemory",
     "GuardedMemory",
     "InvalidInput",
     "Limits",
@@ -74,9 +81,11 @@ __all__ = [
     "MetadataValue",
     "MissingExtra",
     "RerankerPort",
+    "SQLiteMemory",
     "SearchResults",
     "UnsupportedCapability",
     "UsageError",
+    "ZepMemory",
     "__version__",
 ]
 
