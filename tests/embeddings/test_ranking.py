@@ -5,16 +5,13 @@ from __future__ import annotations
 import pytest
 
 from memoryport import CallableEmbedder, MemoryRecord, MemoryScope
-
-pytest.importorskip("memoryport.adapters.sqlite", reason="SQLiteMemory is not merged yet")
-
 from memoryport.adapters.sqlite import SQLiteMemory
 from memoryport.adapters.sqlite.ranking import (
     STOPWORDS,
     fuse,
-    keyword_terms,
     match_expression,
     normalise,
+    query_terms,
     spread_to_neighbours,
 )
 
@@ -22,9 +19,9 @@ ANN = MemoryScope(user_id="ann")
 
 
 def test_stopwords_are_dropped_unless_nothing_else_is_left() -> None:
-    assert keyword_terms("What did Ann paint after the trip?") == ["ann", "paint", "trip"]
-    assert keyword_terms("Who are you?") == ["who", "are", "you"]
-    assert keyword_terms("🍵") == []
+    assert query_terms("What did Ann paint after the trip?") == ["ann", "paint", "trip"]
+    assert query_terms("Who are you?") == ["who", "are", "you"]
+    assert query_terms("🍵") == []
     assert match_expression("what is it") == '"what" OR "is" OR "it"'
     assert {"what", "did", "the", "s"} <= STOPWORDS and "paint" not in STOPWORDS
 
@@ -126,3 +123,49 @@ def test_neighbours_respect_scope_and_filters(tmp_path: object) -> None:
     assert memory.dropped_out_of_scope == 0
     assert texts(memory.search_sync("paint", scope=s1, k=5, filters={"kind": "b"})) == []
     memory.close()
+
+
+def test_reranker_reorders_the_first_stage(tmp_path: object) -> None:
+    from memoryport import CallableReranker, MemoryEvent
+
+    calls: list[int] = []
+
+    def by_length(query: str, texts: list[str]) -> list[float]:
+        calls.append(len(texts))
+        return [-len(t) for t in texts]  # shortest first, whatever the first stage said
+
+    events: list[MemoryEvent] = []
+    memory = SQLiteMemory(f"{tmp_path}/r.db", reranker=CallableReranker(by_length, name="len"), rerank_candidates=3,
+                          sink=events.append)
+    memory.add_sync([MemoryRecord(scope=ANN, text=t) for t in ("tea tea tea and more tea", "tea", "tea time", "x")])
+    hits = memory.search_sync("tea", scope=ANN, k=2)
+    assert texts(hits) == ["tea", "tea time"]
+    assert calls == [3]
+    assert [h.score for h in hits] == [-3.0, -8.0]
+    assert any(e.name == "rerank.used" and e.count == 3 for e in events)
+    assert memory.search_sync("", scope=ANN, k=1)[0].signal == "recent"  # listing is not reranked
+    memory.close()
+
+
+def test_failing_reranker_keeps_the_fused_order(tmp_path: object, caplog: pytest.LogCaptureFixture) -> None:
+    from memoryport import CallableReranker
+
+    def broken(query: str, texts: list[str]) -> list[float]:
+        return [1.0]  # wrong length
+
+    memory = SQLiteMemory(f"{tmp_path}/f.db", reranker=CallableReranker(broken, name="broken"))
+    memory.add_sync([MemoryRecord(scope=ANN, text=t) for t in ("green tea", "tea")])
+    with caplog.at_level("WARNING", logger="memoryport"):
+        hits = memory.search_sync("green tea", scope=ANN, k=2)
+    assert texts(hits) == ["green tea", "tea"]
+    assert "reranker failed" in caplog.text and "BackendError" in caplog.text
+    memory.close()
+
+
+def test_reranker_must_be_a_port(tmp_path: object) -> None:
+    from memoryport import InvalidInput, UsageError
+
+    with pytest.raises(UsageError):
+        SQLiteMemory(f"{tmp_path}/u.db", reranker=lambda q, t: t)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput):
+        SQLiteMemory(f"{tmp_path}/u.db", reranker=None, rerank_candidates=0)
