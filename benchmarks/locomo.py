@@ -197,6 +197,8 @@ def configure_ranking(step: str) -> None:
         return ranking.reciprocal_rank_fusion([[key for key, _ in keyword], [key for key, _ in vector]])
 
     ranking.STOPWORDS = stopwords if level >= 1 else frozenset()
+    if (ranking.query_terms.__kwdefaults__ or {}).get("stopwords") is not None:  # bound at definition
+        ranking.query_terms.__kwdefaults__["stopwords"] = ranking.STOPWORDS
     ranking.fuse = fuse if level >= 2 else rank_fusion
     ranking.NEIGHBOUR_WEIGHT = neighbour_weight if level >= 3 else 0.0
 
