@@ -148,3 +148,22 @@ def test_lazy_export_keeps_import_light() -> None:
     code = "import sys, memoryport; print('tokenizers' in sys.modules, 'memoryport.embedders.local' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_usage_reaches_a_memory_sink(local: LocalEmbedder, tmp_path: Path) -> None:
+    """Through a store, as a host bills a run: the add and the search each report their embedding."""
+    from memoryport import MemoryRecord, MemoryScope, SQLiteMemory
+
+    events: list[MemoryEvent] = []
+    memory = SQLiteMemory(tmp_path / "m.db", embedder=local, sink=events.append)
+    ann = MemoryScope(user_id="ann")
+    memory.add_sync([MemoryRecord(scope=ann, text="Ann drinks green tea"), MemoryRecord(scope=ann, text="Ann runs")])
+    hits = memory.search_sync("what does Ann drink", scope=ann, k=1)
+    memory.close()
+    assert hits[0].record.text == "Ann drinks green tea"
+    used = [e for e in events if e.name == "embedding.used"]
+    assert [e.usage for e in used] == [
+        {"texts": 2, "tokens": sum(local.count_tokens(["Ann drinks green tea", "Ann runs"]))},
+        {"texts": 1, "tokens": local.count_tokens(["what does Ann drink"])[0]},
+    ]
+    assert all(e.backend == local.name for e in used)
