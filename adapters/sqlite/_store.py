@@ -159,6 +159,10 @@ async def _embed(embedder: EmbeddingPort, texts: list[str]) -> F32:
 _BLAS_FROM = 64_000_000
 
 
+# How many of a user's records on each side of a candidate the neighbour lookup reads.
+_NEIGHBOUR_SCAN = 16
+
+
 def _dot(matrix: F32, q: F32) -> F32:
     if matrix.size < _BLAS_FROM:
         return np.einsum("ij,j->i", matrix, q)  # type: ignore[no-any-return]
@@ -881,20 +885,22 @@ class SQLiteStore:
         window = ranking.NEIGHBOUR_WINDOW
         if not rids or not ranking.NEIGHBOUR_WEIGHT or window < 1:
             return {}
-        fsql, fparams = _filter_sql(filters, alias="n")
-        same = (
-            "n.user_id IS c.user_id AND n.session_id IS c.session_id AND n.agent_id IS c.agent_id "
-            f"AND (n.expires_at IS NULL OR n.expires_at > ?){fsql}"
-        )
+        # Only the user's nearest _NEIGHBOUR_SCAN records on each side are looked at, so a
+        # selective filter or interleaved sessions cannot make this walk a user's whole history.
+        fsql, fparams = _filter_sql(filters, alias="w")
         side = (
-            "(SELECT json_group_array(json_array(t, rid)) FROM (SELECT n.created_at AS t, n.rid AS rid "
-            "FROM records n WHERE {same} AND (n.created_at, n.rid) {op} (c.created_at, c.rid) "
-            "ORDER BY n.created_at {dir}, n.rid {dir} LIMIT ?))"
+            "(SELECT json_group_array(json_array(t, rid)) FROM (SELECT w.t AS t, w.rid AS rid FROM ("
+            "SELECT n.created_at AS t, n.rid AS rid, n.session_id AS s, n.agent_id AS a, n.expires_at AS e "
+            "FROM records n WHERE n.user_id IS c.user_id AND (n.created_at, n.rid) {op} (c.created_at, c.rid) "
+            "ORDER BY n.created_at {dir}, n.rid {dir} LIMIT ?) AS w "
+            "WHERE w.s IS c.session_id AND w.a IS c.agent_id AND (w.e IS NULL OR w.e > ?)" + fsql + " "
+            "ORDER BY w.t {dir}, w.rid {dir} LIMIT ?))"
         )
+        one_side = [_NEIGHBOUR_SCAN, now, *fparams, window]
         rows = conn.execute(
-            f"SELECT c.rid, {side.format(same=same, op='<', dir='DESC')}, {side.format(same=same, op='>', dir='ASC')} "
+            f"SELECT c.rid, {side.format(op='<', dir='DESC')}, {side.format(op='>', dir='ASC')} "
             f"FROM records c WHERE c.rid IN ({','.join('?' * len(rids))})",
-            [now, *fparams, window, now, *fparams, window, *rids],
+            [*one_side, *one_side, *rids],
         ).fetchall()
         out: dict[int, list[tuple[int, int]]] = {}
         for rid, before, after in rows:

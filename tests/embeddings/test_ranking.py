@@ -169,3 +169,18 @@ def test_reranker_must_be_a_port(tmp_path: object) -> None:
         SQLiteMemory(f"{tmp_path}/u.db", reranker=lambda q, t: t)  # type: ignore[arg-type]
     with pytest.raises(InvalidInput):
         SQLiteMemory(f"{tmp_path}/u.db", reranker=None, rerank_candidates=0)
+
+
+def test_neighbours_skip_other_sessions_written_in_between(tmp_path: object) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    emb = CallableEmbedder(bow, dim=8, name="bow")
+    memory = SQLiteMemory(f"{tmp_path}/i.db", embedder=emb)
+    t = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
+    s1, s2 = MemoryScope(user_id="ann", session_id="s1"), MemoryScope(user_id="ann", session_id="s2")
+    for i, (scope, text) in enumerate([(s1, "What did you paint?"), (s2, "noise"), (s1, "A sunset over the lake!")]):
+        memory.add_sync([MemoryRecord(scope=scope, text=text, created_at=t + timedelta(minutes=i))])
+    hits = memory.search_sync("paint", scope=s1, k=5)
+    assert texts(hits) == ["What did you paint?", "A sunset over the lake!"]
+    assert hits[1].score >= 0.4 * 0.99  # lifted as the distance-1 neighbour of the match
+    memory.close()
