@@ -37,12 +37,46 @@ from ._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemorySco
 
 if TYPE_CHECKING:
     from .adapters.callable import CallableMemory
+    from .tools import (
+        MemoryTool,
+        MemoryTools,
+        PendingWrite,
+        ToolContext,
+        ToolError,
+        anthropic_tools,
+        dispatch_tool_call,
+        find_pii,
+        mcp_server,
+        memory_tools,
+        openai_tools,
+        pii_check,
+        redact_pii,
+        scope_from_context,
+        thread_scope,
+        user_scope,
+    )
 
 __version__ = "0.1.0"
 
 # name -> module that defines it; imported on first attribute access.
 _LAZY: dict[str, str] = {
     "CallableMemory": "memoryport.adapters.callable",
+    "MemoryTool": "memoryport.tools",
+    "MemoryTools": "memoryport.tools",
+    "PendingWrite": "memoryport.tools",
+    "ToolContext": "memoryport.tools",
+    "ToolError": "memoryport.tools",
+    "anthropic_tools": "memoryport.tools",
+    "dispatch_tool_call": "memoryport.tools",
+    "find_pii": "memoryport.tools",
+    "mcp_server": "memoryport.tools",
+    "memory_tools": "memoryport.tools",
+    "openai_tools": "memoryport.tools",
+    "pii_check": "memoryport.tools",
+    "redact_pii": "memoryport.tools",
+    "scope_from_context": "memoryport.tools",
+    "thread_scope": "memoryport.tools",
+    "user_scope": "memoryport.tools",
 }
 
 __all__ = [
@@ -63,13 +97,29 @@ __all__ = [
     "MemoryPort",
     "MemoryRecord",
     "MemoryScope",
+    "MemoryTool",
+    "MemoryTools",
     "MemoryportError",
     "MetadataValue",
     "MissingExtra",
+    "PendingWrite",
     "SearchResults",
+    "ToolContext",
+    "ToolError",
     "UnsupportedCapability",
     "UsageError",
     "__version__",
+    "anthropic_tools",
+    "dispatch_tool_call",
+    "find_pii",
+    "mcp_server",
+    "memory_tools",
+    "openai_tools",
+    "pii_check",
+    "redact_pii",
+    "scope_from_context",
+    "thread_scope",
+    "user_scope",
 ]
 
 
