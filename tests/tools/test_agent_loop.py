@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from tools_support import DictStore
 
 from memoryport import (
     CallableEmbedder,
@@ -26,8 +27,7 @@ from memoryport import (
     thread_scope,
 )
 from memoryport.tools import MemoryTools, PendingWrite
-
-from tools_support import DictStore
+from memoryport.tools._tools import RecallArgs
 
 pytestmark = pytest.mark.anyio
 
@@ -47,8 +47,9 @@ class ScriptedModel:
         for i, (name, args) in enumerate(calls):
             assert name in offered, f"the model may only call offered tools, not {name}"
             if self.shape == "openai":
-                out.append({"id": f"call_{i}", "type": "function",
-                            "function": {"name": name, "arguments": json.dumps(args)}})
+                out.append(
+                    {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+                )
             else:
                 out.append({"type": "tool_use", "id": f"toolu_{i}", "name": name, "input": args})
         return out
@@ -59,13 +60,17 @@ async def host_turn(model: ScriptedModel, tools: MemoryTools, ctx: ToolContext) 
     if model.shape == "openai":
         calls = model.turn(tools.openai())
         results = [await tools.dispatch(c["function"]["name"], c["function"]["arguments"], ctx) for c in calls]
-        messages = [{"role": "tool", "tool_call_id": c["id"], "content": json.dumps(r)}
-                    for c, r in zip(calls, results)]
+        messages = [
+            {"role": "tool", "tool_call_id": c["id"], "content": json.dumps(r)}
+            for c, r in zip(calls, results, strict=False)
+        ]
     else:
         calls = model.turn(tools.anthropic())
         results = [await tools.dispatch(c["name"], c["input"], ctx) for c in calls]
-        messages = [{"type": "tool_result", "tool_use_id": c["id"], "content": json.dumps(r),
-                     "is_error": "error" in r} for c, r in zip(calls, results)]
+        messages = [
+            {"type": "tool_result", "tool_use_id": c["id"], "content": json.dumps(r), "is_error": "error" in r}
+            for c, r in zip(calls, results, strict=False)
+        ]
     json.dumps(messages)  # everything the host sends back must serialise
     model.seen_results.extend(results)
     return results
@@ -80,12 +85,15 @@ async def test_two_users_each_reach_only_their_own_memory(store: DictStore, shap
     tools = memory_tools(store.memory())
     ann = ToolContext(user_id="ann", thread_id="ann-chat-1")
     ben = ToolContext(user_id="ben", thread_id="ben-chat-1")
-    model = ScriptedModel([
-        [("remember", {"text": "Ann drinks green tea every morning"})],
-        [("remember", {"text": "Ben drinks black coffee, no sugar"})],
-        [("recall", {"query": "what the user drinks"})],
-        [("recall", {"query": "what the user drinks"})],
-    ], shape=shape)
+    model = ScriptedModel(
+        [
+            [("remember", {"text": "Ann drinks green tea every morning"})],
+            [("remember", {"text": "Ben drinks black coffee, no sugar"})],
+            [("recall", {"query": "what the user drinks"})],
+            [("recall", {"query": "what the user drinks"})],
+        ],
+        shape=shape,
+    )
     [a] = await host_turn(model, tools, ann)
     [b] = await host_turn(model, tools, ben)
     assert a["remembered"] and b["remembered"]
@@ -106,14 +114,18 @@ async def test_model_naming_another_user_reaches_only_its_own(store: DictStore) 
     ben = ToolContext(user_id="ben")
     await tools.dispatch("remember", {"text": "Ben's locker code is in the blue notebook"}, ben)
     ann = ToolContext(user_id="ann")
-    model = ScriptedModel([[
-        ("remember", {"text": "Ann is allergic to nuts", "user_id": "ben"}),
-        ("recall", {"query": "locker", "user_id": "ben"}),
-        ("recall", {"query": "locker", "scope": {"user_id": "ben"}}),
-        ("recall", {"query": "locker", "session_id": "ben-chat"}),
-        ("recall", {"query": "locker"}),
-        ("recall", {"query": ""}),
-    ]])
+    model = ScriptedModel(
+        [
+            [
+                ("remember", {"text": "Ann is allergic to nuts", "user_id": "ben"}),
+                ("recall", {"query": "locker", "user_id": "ben"}),
+                ("recall", {"query": "locker", "scope": {"user_id": "ben"}}),
+                ("recall", {"query": "locker", "session_id": "ben-chat"}),
+                ("recall", {"query": "locker"}),
+                ("recall", {"query": ""}),
+            ]
+        ]
+    )
     results = await host_turn(model, tools, ann)
     for refused in results[:4]:
         assert refused["error"]["code"] == "invalid_arguments"
@@ -127,11 +139,15 @@ async def test_model_naming_another_user_reaches_only_its_own(store: DictStore) 
 async def test_anonymous_call_is_refused(store: DictStore) -> None:
     tools = memory_tools(store.memory())
     anon = ToolContext(thread_id="web-visitor-1")
-    model = ScriptedModel([[
-        ("remember", {"text": "Visitor likes jazz"}),
-        ("recall", {"query": "jazz"}),
-        ("forget", {"id": "abc"}),
-    ]])
+    model = ScriptedModel(
+        [
+            [
+                ("remember", {"text": "Visitor likes jazz"}),
+                ("recall", {"query": "jazz"}),
+                ("forget", {"id": "abc"}),
+            ]
+        ]
+    )
     for result in await host_turn(model, tools, anon):
         assert result["error"]["code"] == "anonymous"
     assert store.rows == {}
@@ -204,8 +220,11 @@ async def test_pii_check_refuses_and_stores_nothing(store: DictStore, text: str)
 
 async def test_pii_check_lets_ordinary_facts_through(store: DictStore) -> None:
     tools = memory_tools(store.memory())
-    for text in ["Ann was born in 1985", "The meeting moved to 2024-01-15 at 10:30",
-                 "Ann's card 4242 4242 4242 4241 fails Luhn so it is not a card"]:
+    for text in [
+        "Ann was born in 1985",
+        "The meeting moved to 2024-01-15 at 10:30",
+        "Ann's card 4242 4242 4242 4241 fails Luhn so it is not a card",
+    ]:
         assert (await tools.dispatch("remember", {"text": text}, ToolContext(user_id="ann")))["remembered"]
 
 
@@ -225,7 +244,8 @@ async def test_custom_read_filter_can_hide_a_memory(store: DictStore) -> None:
     ctx = ToolContext(user_id="ann")
     await tools.dispatch("remember", {"text": "Ann's secret project is called Falcon"}, ctx)
     await tools.dispatch("remember", {"text": "Ann's public project is called Sparrow"}, ctx)
-    assert texts(await tools.dispatch("recall", {"query": "project"}, ctx)) == ["Ann's public project is called Sparrow"]
+    result = await tools.dispatch("recall", {"query": "project"}, ctx)
+    assert texts(result) == ["Ann's public project is called Sparrow"]
 
 
 async def test_refused_approval_stores_nothing(store: DictStore) -> None:
@@ -283,8 +303,9 @@ async def test_empty_query_lists_the_newest_first(store: DictStore) -> None:
     memory = store.memory()
     base = datetime.now(timezone.utc) - timedelta(hours=1)
     ann = MemoryScope(user_id="ann")
-    await memory.add([MemoryRecord(scope=ann, text=f"fact {i}", created_at=base + timedelta(minutes=i))
-                      for i in range(8)])
+    await memory.add(
+        [MemoryRecord(scope=ann, text=f"fact {i}", created_at=base + timedelta(minutes=i)) for i in range(8)]
+    )
     tools = memory_tools(memory, k=3)
     result = await tools.dispatch("recall", {"query": ""}, ToolContext(user_id="ann"))
     assert texts(result) == ["fact 7", "fact 6", "fact 5"]
@@ -349,19 +370,33 @@ def test_host_shapes_are_exactly_what_the_apis_take(store: DictStore) -> None:
     assert [t.effect for t in tools] == ["additive", "read_only", "destructive"]
     schema = {
         "type": "object",
-        "properties": {"query": {"type": "string", "description": tools["recall"].parameters["properties"]["query"]["description"]}},
+        "properties": {"query": {"type": "string", "description": RecallArgs.model_fields["query"].description}},
         "required": ["query"],
         "additionalProperties": False,
     }
     assert tools["recall"].parameters == schema
     chat = tools.openai()[1]
-    assert chat == {"type": "function", "function": {"name": "recall", "description": tools["recall"].description,
-                                                     "parameters": schema, "strict": True}}
-    assert tools.openai(api="responses")[1] == {"type": "function", "name": "recall",
-                                                "description": tools["recall"].description,
-                                                "parameters": schema, "strict": True}
-    assert tools.anthropic()[1] == {"name": "recall", "description": tools["recall"].description,
-                                    "input_schema": schema}
+    assert chat == {
+        "type": "function",
+        "function": {
+            "name": "recall",
+            "description": tools["recall"].description,
+            "parameters": schema,
+            "strict": True,
+        },
+    }
+    assert tools.openai(api="responses")[1] == {
+        "type": "function",
+        "name": "recall",
+        "description": tools["recall"].description,
+        "parameters": schema,
+        "strict": True,
+    }
+    assert tools.anthropic()[1] == {
+        "name": "recall",
+        "description": tools["recall"].description,
+        "input_schema": schema,
+    }
     # OpenAI strict mode: every property required, no extra properties.
     for t in tools:
         assert set(t.parameters["required"]) == set(t.parameters["properties"])

@@ -38,14 +38,28 @@ def db(tmp_path: Path) -> str:
     return str(tmp_path / "memory.db")
 
 
-def test_add_search_export_erase_round_trip(capsys: pytest.CaptureFixture[str], db: str,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_add_search_export_erase_round_trip(
+    capsys: pytest.CaptureFixture[str], db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     code, out, err = run(capsys, "add", "--db", db, "--user", "ann", "Ann drinks green tea")
     assert code == 0 and err == ""
     tea_id = out.strip()
     assert len(tea_id) == 32
-    run(capsys, "add", "--db", db, "--user", "ann", "--session", "chat-7", "--meta", "kind=preference",
-        "--meta", "rank=2", "Ann prefers window seats")
+    run(
+        capsys,
+        "add",
+        "--db",
+        db,
+        "--user",
+        "ann",
+        "--session",
+        "chat-7",
+        "--meta",
+        "kind=preference",
+        "--meta",
+        "rank=2",
+        "Ann prefers window seats",
+    )
     monkeypatch.setattr(sys, "stdin", io.StringIO("Ben drinks black coffee\n"))
     code, out, _ = run(capsys, "add", "--db", db, "--user", "ben", "-")
     assert code == 0
@@ -74,8 +88,9 @@ def test_add_search_export_erase_round_trip(capsys: pytest.CaptureFixture[str], 
     assert "Ben drinks black coffee" in run(capsys, "export", "--db", db, "--user", "ben")[1]
 
 
-def test_export_to_a_file_is_owner_only_and_never_overwrites(capsys: pytest.CaptureFixture[str], db: str,
-                                                            tmp_path: Path) -> None:
+def test_export_to_a_file_is_owner_only_and_never_overwrites(
+    capsys: pytest.CaptureFixture[str], db: str, tmp_path: Path
+) -> None:
     run(capsys, "add", "--db", db, "--user", "ann", "Ann drinks green tea")
     target = tmp_path / "ann.jsonl"
     code, out, err = run(capsys, "export", "--db", db, "--user", "ann", "-o", str(target))
@@ -93,8 +108,9 @@ def test_purge_and_stats(capsys: pytest.CaptureFixture[str], db: str) -> None:
     memory = SQLiteMemory(db)
     ann = MemoryScope(user_id="ann")
     old = utcnow() - timedelta(days=40)
-    memory.add_sync([MemoryRecord(scope=ann, text="an old note", created_at=old),
-                     MemoryRecord(scope=ann, text="a fresh note")])
+    memory.add_sync(
+        [MemoryRecord(scope=ann, text="an old note", created_at=old), MemoryRecord(scope=ann, text="a fresh note")]
+    )
     memory.close()
     code, out, _ = run(capsys, "purge", "--db", db)
     assert (code, out) == (0, "purged 0 memories\n")
@@ -110,7 +126,7 @@ def test_purge_and_stats(capsys: pytest.CaptureFixture[str], db: str) -> None:
 
 
 def test_add_with_expiry(capsys: pytest.CaptureFixture[str], db: str) -> None:
-    code, out, _ = run(capsys, "add", "--db", db, "--user", "ann", "--expires-in", "7", "Ann is in Lisbon")
+    code, _out, _ = run(capsys, "add", "--db", db, "--user", "ann", "--expires-in", "7", "Ann is in Lisbon")
     assert code == 0
     [row] = [json.loads(line) for line in run(capsys, "export", "--db", db, "--user", "ann")[1].splitlines()]
     assert row["expires_at"] is not None
@@ -138,13 +154,19 @@ def test_add_with_expiry(capsys: pytest.CaptureFixture[str], db: str) -> None:
         (["frobnicate"], "invalid choice"),
     ],
 )
-def test_user_mistakes_are_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path, db: str,
-                                              argv: list[str], needle: str) -> None:
+def test_user_mistakes_are_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, db: str, argv: list[str], needle: str
+) -> None:
     SQLiteMemory(db).close()
     garbage = tmp_path / "garbage.db"
     garbage.write_bytes(b"this is not a database, just some text " * 20)
-    paths = {"{missing}": str(tmp_path / "missing.db"), "{dir}": str(tmp_path), "{db}": db,
-             "{nodir}": str(tmp_path / "no" / "x.db"), "{garbage}": str(garbage)}
+    paths = {
+        "{missing}": str(tmp_path / "missing.db"),
+        "{dir}": str(tmp_path),
+        "{db}": db,
+        "{nodir}": str(tmp_path / "no" / "x.db"),
+        "{garbage}": str(garbage),
+    }
     code, out, err = run(capsys, *[paths.get(a, a) for a in argv])
     assert_user_error(code, err, needle)
     assert out == ""

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import builtins
-from typing import Any
+import sys
 
 import pytest
 
@@ -38,16 +37,11 @@ def test_demo_on_sqlite(capsys: pytest.CaptureFixture[str]) -> None:
     check_story(out)
 
 
-def test_demo_without_the_sqlite_backend_says_so(capsys: pytest.CaptureFixture[str],
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    real_import = builtins.__import__
-
-    def no_sqlite(name: str, *args: Any, **kwargs: Any) -> Any:
-        if name == "memoryport.adapters.sqlite":
-            raise ImportError("simulated: no SQLite backend")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_sqlite)
+def test_demo_without_the_sqlite_backend_says_so(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # None in sys.modules makes the import raise ImportError, as if the backend were missing.
+    monkeypatch.setitem(sys.modules, "memoryport.adapters.sqlite", None)
     out = demo_output(capsys)
     assert "CallableMemory (SQLite backend not installed)" in out
     check_story(out)

@@ -41,9 +41,7 @@ class DictStore:
         return r if r is not None and scope.covers(r.scope) else None
 
     def delete(self, ids: Iterable[str] | None, scope: MemoryScope) -> int:
-        targets = [
-            i for i, r in self.rows.items() if scope.covers(r.scope) and (ids is None or i in set(ids))
-        ]
+        targets = [i for i, r in self.rows.items() if scope.covers(r.scope) and (ids is None or i in set(ids))]
         for i in targets:
             del self.rows[i]
             self.deleted.append(i)
@@ -78,6 +76,11 @@ class DictStore:
         """The same store declaring no sessions, agents or metadata (like Zep)."""
         caps = {Capability.KEYWORD_SEARCH, Capability.GET, Capability.DELETE, Capability.EXPORT}
         return CallableMemory(
-            add=self.add, search=self.search, get=self.get, delete=self.delete, export=self.export,
-            capabilities=caps, name="dict-user-only",
+            add=self.add,
+            search=self.search,
+            get=self.get,
+            delete=self.delete,
+            export=self.export,
+            capabilities=caps,
+            name="dict-user-only",
         )

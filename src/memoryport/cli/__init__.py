@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import NoReturn, cast
 
 from .._errors import BackendError, MemoryportError
 from ._common import CliError
@@ -61,7 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parser.add_subparsers(dest="command", metavar="COMMAND"),
+    )
     for spec in COMMANDS.values():
         module, func = spec.split(":")
         register: Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None] = getattr(

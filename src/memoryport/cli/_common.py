@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -54,8 +55,12 @@ def scope_from_args(args: argparse.Namespace) -> MemoryScope:
     try:
         return MemoryScope(user_id=args.user, session_id=args.session, agent_id=args.agent)
     except InvalidInput as exc:
-        raise CliError(str(exc).replace("scope.user_id", "--user").replace("scope.session_id", "--session")
-                       .replace("scope.agent_id", "--agent")) from None
+        raise CliError(
+            str(exc)
+            .replace("scope.user_id", "--user")
+            .replace("scope.session_id", "--session")
+            .replace("scope.agent_id", "--agent")
+        ) from None
 
 
 def parse_pairs(pairs: list[str] | None, flag: str) -> dict[str, Any]:
@@ -89,7 +94,7 @@ def open_memory(args: argparse.Namespace, *, create: bool = False) -> GuardedMem
     """The SQLite memory the flags point at (``--db``, ``--embed``, ``--retention-days``)."""
     path = _db_path(args, create=create)
     try:
-        from memoryport.adapters.sqlite import SQLiteMemory
+        sqlite = importlib.import_module("memoryport.adapters.sqlite")
     except ImportError as exc:  # pragma: no cover - the SQLite backend ships with memoryport
         raise CliError(f"the SQLite backend is not available: {exc}") from None
     embedder = None
@@ -97,12 +102,12 @@ def open_memory(args: argparse.Namespace, *, create: bool = False) -> GuardedMem
         import memoryport
 
         try:
-            embedder = memoryport.LocalEmbedder()  # type: ignore[attr-defined]
+            embedder = memoryport.LocalEmbedder()
         except (AttributeError, ImportError) as exc:
             raise CliError(f"--embed needs the local embedder: {exc}") from None
     retention = getattr(args, "retention_days", None)
     try:
-        memory: GuardedMemory = SQLiteMemory(path, embedder=embedder, retention_days=retention)
+        memory: GuardedMemory = sqlite.SQLiteMemory(path, embedder=embedder, retention_days=retention)
     except (MemoryportError, OSError):
         raise
     except Exception as exc:

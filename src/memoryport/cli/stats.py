@@ -56,8 +56,9 @@ def run(args: argparse.Namespace) -> int:
                 if isinstance(extra, Mapping):
                     info.update({str(k): v for k, v in extra.items()})
             if scope is not None and Capability.EXPORT in memory.capabilities:
-                info["scope"] = " ".join(f"{k.removesuffix('_id')}={v}" for k, v in
-                                         scope.model_dump(exclude_none=True).items())
+                info["scope"] = " ".join(
+                    f"{k.removesuffix('_id')}={v}" for k, v in scope.model_dump(exclude_none=True).items()
+                )
                 info["scope_memories"] = len(await memory.export(scope))
             return info
         finally:

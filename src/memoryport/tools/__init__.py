@@ -83,9 +83,7 @@ def anthropic_tools(tools: MemoryTools) -> list[dict[str, Any]]:
     return tools.anthropic()
 
 
-async def dispatch_tool_call(
-    tools: MemoryTools, name: str, arguments: Any, context: ToolContext
-) -> dict[str, Any]:
+async def dispatch_tool_call(tools: MemoryTools, name: str, arguments: Any, context: ToolContext) -> dict[str, Any]:
     """Run one tool call of a model; same as ``await tools.dispatch(name, arguments, context)``.
 
     Example:

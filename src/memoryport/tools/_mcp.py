@@ -23,7 +23,7 @@ def _sdk() -> tuple[Any, Any]:
     server = require("mcp.server", extra="mcp", feature=_FEATURE)
     types = require("mcp.types", extra="mcp", feature=_FEATURE)
     if not hasattr(server, "Server") or not hasattr(types, "ToolAnnotations"):  # pragma: no cover
-        raise ImportError("memoryport's MCP server needs mcp>=2.3: pip install -U \"memoryport[mcp]\"")
+        raise ImportError('memoryport\'s MCP server needs mcp>=2.3: pip install -U "memoryport[mcp]"')
     return server, types
 
 

@@ -84,11 +84,7 @@ def _luhn(digits: str) -> bool:
 
 
 def _is_token(value: str) -> bool:
-    return (
-        any(c.isupper() for c in value)
-        and any(c.islower() for c in value)
-        and any(c.isdigit() for c in value)
-    )
+    return any(c.isupper() for c in value) and any(c.islower() for c in value) and any(c.isdigit() for c in value)
 
 
 def _is_phone(value: str) -> bool:
@@ -147,8 +143,8 @@ def pii_check(text: str, context: Any = None) -> str | None:
     Example:
         >>> pii_check("Ann likes green tea") is None
         True
-        >>> pii_check("Ann's card is 4111 1111 1111 1111")
-        'the text contains a payment card number. Personal contact data, card numbers and secrets are not stored in memory; remember the fact without them.'
+        >>> pii_check("Ann's card is 4111 1111 1111 1111").split(".")[0]
+        'the text contains a payment card number'
     """
     kinds = list(dict.fromkeys(m.kind for m in find_pii(text)))
     if not kinds:

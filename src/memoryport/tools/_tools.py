@@ -39,10 +39,10 @@ logger = logging.getLogger("memoryport")
 Effect = Literal["additive", "read_only", "destructive"]
 """What a tool does to memory: adds to it, only reads it, or deletes from it."""
 
-WriteCheck = Callable[[str, ToolContext], Union[str, None, Awaitable[Union[str, None]]]]
+WriteCheck = Callable[[str, ToolContext], Union[str, Awaitable[Union[str, None]], None]]
 """``(text, context) -> reason | None``: refuse ``remember``'s text by returning a reason."""
 
-ReadFilter = Callable[[str, ToolContext], Union[str, None, Awaitable[Union[str, None]]]]
+ReadFilter = Callable[[str, ToolContext], Union[str, Awaitable[Union[str, None]], None]]
 """``(text, context) -> text | None``: what the model sees of a recalled text (``None`` hides it)."""
 
 
