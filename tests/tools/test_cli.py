@@ -198,3 +198,18 @@ def test_the_installed_command_in_a_subprocess(tmp_path: Path) -> None:
     wrong = call("search", "--db", str(tmp_path / "missing.db"), "--user", "ann", "tea")
     assert wrong.returncode == 2 and wrong.stdout == ""
     assert wrong.stderr.startswith("memoryport search: error: no memory file at") and "Traceback" not in wrong.stderr
+
+
+def test_files_with_vectors_need_the_embedder(capsys: pytest.CaptureFixture[str], db: str) -> None:
+    from memoryport import CallableEmbedder
+
+    embedder = CallableEmbedder(lambda texts: [[1.0, 0.0]] * len(texts), dim=2, name="toy-2d")
+    memory = SQLiteMemory(db, embedder=embedder)
+    memory.add_sync([MemoryRecord(scope=MemoryScope(user_id="ann"), text="Ann drinks green tea")])
+    memory.close()
+    code, _, err = run(capsys, "mcp", "--db", db, "--user", "ann")
+    assert_user_error(code, err, "keeps vectors of embedder 'toy-2d'", "--embed")
+    code, _, err = run(capsys, "add", "--db", db, "--user", "ann", "more")
+    assert_user_error(code, err, "toy-2d")
+    code, out, _ = run(capsys, "search", "--db", db, "--user", "ann", "tea")
+    assert code == 0 and "Ann drinks green tea" in out  # keywords still work

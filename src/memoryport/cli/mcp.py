@@ -42,6 +42,11 @@ def run(args: argparse.Namespace) -> int:
     # stdout carries the protocol: every log line goes to stderr.
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="memoryport mcp: %(message)s")
     memory = _common.open_memory(args, create=True)
+    stats = getattr(memory, "stats", None)
+    kept = stats().get("embedder") if callable(stats) else None
+    if kept and not args.embed:
+        memory.close()
+        raise CliError(f"{args.db} keeps vectors of embedder {kept!r}; start the server with --embed")
     tools = memory_tools(
         memory,
         forget=not args.no_forget,

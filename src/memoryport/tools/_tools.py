@@ -7,7 +7,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -232,7 +232,13 @@ class MemoryTools(Sequence[MemoryTool]):
     def __iter__(self) -> Iterator[MemoryTool]:
         return iter(self._tools)
 
-    def __getitem__(self, key: Any) -> Any:
+    @overload
+    def __getitem__(self, key: str | int) -> MemoryTool: ...
+
+    @overload
+    def __getitem__(self, key: slice) -> Sequence[MemoryTool]: ...
+
+    def __getitem__(self, key: str | int | slice) -> MemoryTool | Sequence[MemoryTool]:
         if isinstance(key, str):
             try:
                 return self._by_name[key]
