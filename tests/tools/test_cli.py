@@ -213,3 +213,19 @@ def test_files_with_vectors_need_the_embedder(capsys: pytest.CaptureFixture[str]
     assert_user_error(code, err, "toy-2d")
     code, out, _ = run(capsys, "search", "--db", db, "--user", "ann", "tea")
     assert code == 0 and "Ann drinks green tea" in out  # keywords still work
+
+
+def test_mcp_without_the_sdk_or_with_an_old_one(
+    capsys: pytest.CaptureFixture[str], db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.metadata
+
+    real_version = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "1.9.4" if name == "mcp" else real_version(name))
+    code, _, err = run(capsys, "mcp", "--db", db, "--user", "ann")
+    assert_user_error(code, err, "needs mcp 2.3 or newer (installed: 1.9.4)")
+    monkeypatch.setattr(importlib.metadata, "version", real_version)
+    monkeypatch.setitem(sys.modules, "mcp", None)
+    code, _, err = run(capsys, "mcp", "--db", db, "--user", "ann")
+    assert_user_error(code, err, 'pip install "memoryport[mcp]"')
+    assert not Path(db).exists()  # refused before any file was created

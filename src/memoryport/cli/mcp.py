@@ -27,7 +27,6 @@ def run(args: argparse.Namespace) -> int:
     """Serve until the client closes stdin."""
     import anyio
 
-    from memoryport._errors import MissingExtra
     from memoryport.tools import ToolContext, memory_tools, pii_check, redact_pii
     from memoryport.tools._mcp import _sdk, serve_stdio
 
@@ -35,10 +34,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("whose memory does this server hold? pass --user ID")
     if args.k < 1:
         raise CliError("-k takes a positive number")
-    try:
-        _sdk()
-    except MissingExtra as exc:
-        raise CliError(str(exc)) from None
+    _sdk()  # a missing or too old mcp SDK: one line, before anything is opened
     # stdout carries the protocol: every log line goes to stderr.
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="memoryport mcp: %(message)s")
     memory = _common.open_memory(args, create=True)

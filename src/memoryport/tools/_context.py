@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import InvalidInput, MemoryportError
+from .._errors import InvalidInput, MemoryportError, UsageError
 from .._events import EventSink, MemoryEvent, deliver
 from .._records import MemoryScope
 
@@ -121,7 +121,7 @@ def _scope(**ids: str | None) -> MemoryScope:
 
 def _user(ctx: ToolContext) -> str:
     if not isinstance(ctx, ToolContext):
-        raise TypeError(f"tools need a ToolContext, not {type(ctx).__name__}")
+        raise UsageError(f"memory tools need a ToolContext, not {type(ctx).__name__}")
     user = ctx.user_id if ctx.user_id is not None else ctx.principal
     if user is None:
         raise ToolError("anonymous", _ANONYMOUS)
@@ -168,7 +168,7 @@ def thread_scope(ctx: ToolContext) -> MemoryScope:
         MemoryScope(user_id=None, session_id='chat-9', agent_id=None)
     """
     if not isinstance(ctx, ToolContext):
-        raise TypeError(f"tools need a ToolContext, not {type(ctx).__name__}")
+        raise UsageError(f"memory tools need a ToolContext, not {type(ctx).__name__}")
     if ctx.thread_id is None:
         raise ToolError("anonymous", "no conversation: this memory belongs to a conversation and none is set.")
     user = ctx.user_id if ctx.user_id is not None else ctx.principal

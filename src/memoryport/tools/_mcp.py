@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 from typing import TYPE_CHECKING, Any
 
+from .._errors import UsageError
 from .._extras import require
 from ._context import ToolContext
 
@@ -20,10 +22,19 @@ _FEATURE = "the MCP server (memoryport mcp)"
 
 def _sdk() -> tuple[Any, Any]:
     require("mcp", extra="mcp", feature=_FEATURE)
+    try:
+        version = importlib.metadata.version("mcp")
+        major = int(version.split(".")[0])
+    except (importlib.metadata.PackageNotFoundError, ValueError):  # pragma: no cover - a vendored copy
+        version, major = "unknown", 2
+    if major < 2:
+        # mcp 1.x registers handlers with decorators; this server uses the 2.x constructor API.
+        raise UsageError(
+            f"{_FEATURE} needs mcp 2.3 or newer (installed: {version}); "
+            'upgrade with: pip install -U "memoryport[mcp]"'
+        )
     server = require("mcp.server", extra="mcp", feature=_FEATURE)
     types = require("mcp.types", extra="mcp", feature=_FEATURE)
-    if not hasattr(server, "Server") or not hasattr(types, "ToolAnnotations"):  # pragma: no cover
-        raise ImportError('memoryport\'s MCP server needs mcp>=2.3: pip install -U "memoryport[mcp]"')
     return server, types
 
 
