@@ -19,7 +19,7 @@ demo: $(STAMP)
 	$(BIN)/memoryport demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src adapters contracts tests benchmarks
+	$(BIN)/ruff check $$(ls -d src adapters contracts tests benchmarks 2>/dev/null)
 
 # mypy cannot follow setuptools' package-dir mapping, so it checks a tree of
 # symlinks laid out as the installed package: memoryport/{adapters,contracts}.

@@ -127,11 +127,12 @@ def report_usage(backend: str, *, texts: int, tokens: int | None = None, latency
 class _Telemetry:
     """OpenTelemetry instruments, created on first use so imports stay cheap."""
 
-    def __init__(self) -> None:
+    def __init__(self, tracer_provider: Any = None, meter_provider: Any = None) -> None:
         from opentelemetry import metrics, trace
 
-        self.tracer = trace.get_tracer("memoryport")
-        meter = metrics.get_meter("memoryport")
+        # Providers are injectable for tests; by default the global ones (no-op without an SDK).
+        self.tracer = trace.get_tracer("memoryport", tracer_provider=tracer_provider)
+        meter = metrics.get_meter("memoryport", meter_provider=meter_provider)
         self.operations = meter.create_counter(
             "memoryport.operations", unit="1", description="Memory operations by outcome"
         )
@@ -150,8 +151,22 @@ class _Telemetry:
 
     @contextmanager
     def span(self, operation: str, attributes: Mapping[str, str | int]) -> Iterator[Any]:
-        with self.tracer.start_as_current_span(f"memory.{operation}", attributes=dict(attributes)) as span:
+        # Recording the exception would put its message and the chained cause's
+        # traceback (texts, queries) on the span: only the error type goes there.
+        with self.tracer.start_as_current_span(
+            f"memory.{operation}",
+            attributes=dict(attributes),
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
             yield span
+
+    def fail(self, span: Any, error: str) -> None:
+        """Mark ``span`` failed with only the error type as description."""
+        from opentelemetry.trace import Status, StatusCode
+
+        span.set_attribute("error.type", error)
+        span.set_status(Status(StatusCode.ERROR, error))
 
     def record(self, event: MemoryEvent, operation: str) -> None:
         attrs = {

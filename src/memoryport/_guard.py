@@ -222,7 +222,7 @@ class GuardedMemory:
                     if m is not None:
                         span.set_attribute("memory.mode", m)
                     if error is not None:
-                        span.set_attribute("error.type", error)
+                        telemetry.fail(span, error)
         finally:
             current_sink.reset(token)
             event = MemoryEvent(
@@ -290,7 +290,20 @@ class GuardedMemory:
             ids = await self._port.add(prepared)
             if ids is None:
                 return [r.id for r in prepared if r.id is not None]
-            ids = [str(i) for i in ids]
+            # ints are accepted (some SDKs number their rows); anything else is a backend bug
+            ids = [i if isinstance(i, str) else str(i) if type(i) is int else "" for i in ids]
+            if not all(ids):
+                raise BackendError(
+                    f"backend {self._backend!r} returned an empty or non-string id from add",
+                    backend=self._backend,
+                    operation="add",
+                )
+            if len(set(ids)) != len(ids):
+                raise BackendError(
+                    f"backend {self._backend!r} returned a repeated id from add",
+                    backend=self._backend,
+                    operation="add",
+                )
             if len(ids) != len(prepared):
                 raise BackendError(
                     f"backend {self._backend!r} returned {len(ids)} ids for {len(prepared)} records",
@@ -361,11 +374,13 @@ class GuardedMemory:
             else:
                 filters = None
         recent = not query.strip()
+        # A blank query is the newest-first listing; backends see it as "" only.
+        sent = "" if recent else query
 
         async def call() -> SearchResults:
             fetch = k
             while True:
-                raw = await self._port.search(query, scope=checked, k=fetch, filters=filters)
+                raw = await self._port.search(sent, scope=checked, k=fetch, filters=filters)
                 now = utcnow()
                 hits = [h for h in raw if self._visible(_hit(h, self._backend).record, checked, now)]
                 if len(hits) >= k or len(raw) < fetch or fetch >= self.limits.max_k * 4:

@@ -45,13 +45,17 @@ def new_id() -> str:
 
 
 def _bad_chars(value: str, *, allow_whitespace_controls: bool) -> str | None:
-    """Name the first unacceptable character class in ``value``, if any."""
+    """Name the first unacceptable character class in ``value``, if any.
+
+    ``allow_whitespace_controls`` lets tab, newline and carriage return through (texts);
+    every other control character is refused everywhere.
+    """
     for ch in value:
         if ch == "\x00":
             return "a NUL character"
         if 0xD800 <= ord(ch) <= 0xDFFF:
             return "a lone surrogate (not encodable as UTF-8)"
-        if not allow_whitespace_controls and unicodedata.category(ch) == "Cc":
+        if unicodedata.category(ch) == "Cc" and not (allow_whitespace_controls and ch in "\t\n\r"):
             return "a control character"
     return None
 
@@ -65,7 +69,7 @@ def _check_utf8(value: str, field: str) -> None:
 class _Model(BaseModel):
     """Base model whose validation failures raise :class:`InvalidInput`."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=False, defer_build=True)
 
     if not TYPE_CHECKING:
 

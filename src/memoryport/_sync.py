@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._errors import UsageError
+
+if TYPE_CHECKING:
+    import asyncio
 
 T = TypeVar("T")
 
@@ -17,6 +19,8 @@ _thread: threading.Thread | None = None
 
 
 def _portal() -> asyncio.AbstractEventLoop:
+    import asyncio  # on first use: `import memoryport` stays cheap
+
     global _loop, _thread
     with _lock:
         if _loop is None or _thread is None or not _thread.is_alive():
@@ -42,6 +46,8 @@ def run_sync(coro: Coroutine[Any, Any, T], *, method: str) -> T:
     refuses with a :class:`UsageError` naming the ``await`` form, because
     blocking there would stall every other task of that loop.
     """
+    import asyncio
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
