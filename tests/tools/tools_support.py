@@ -10,6 +10,9 @@ from typing import Any
 from memoryport import CallableMemory, Capability, MemoryHit, MemoryRecord, MemoryScope
 
 
+_MISSING = object()
+
+
 class DictStore:
     """The host functions of a small in-memory store (keyword overlap ranking)."""
 
@@ -23,7 +26,11 @@ class DictStore:
             self.rows[r.id] = r
 
     def search(self, query: str, scope: MemoryScope, k: int, filters: Any) -> list[MemoryHit]:
-        mine = [r for r in self.rows.values() if scope.covers(r.scope)]
+        mine = [
+            r
+            for r in self.rows.values()
+            if scope.covers(r.scope) and all(r.metadata.get(key, _MISSING) == v for key, v in (filters or {}).items())
+        ]
         if not query.strip():
             mine.sort(key=lambda r: r.created_at, reverse=True)
             return [MemoryHit(record=r, score=0.0, signal="recent") for r in mine[:k]]
