@@ -9,7 +9,6 @@ from typing import Any
 
 from memoryport import CallableMemory, Capability, MemoryHit, MemoryRecord, MemoryScope
 
-
 _MISSING = object()
 
 
