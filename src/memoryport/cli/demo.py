@@ -176,6 +176,7 @@ async def _conversation(memory: GuardedMemory, where: str, show: _Show) -> None:
     show.title("Isolation: Ann's model reaches for Ben's memory")
     await step(ann2, "recall", {"query": "coffee", "user_id": "ben"})
     await step(ann2, "recall", {"query": "coffee"})
+    show.note("Whatever Ann's model asks for, only Ann's own memories can come back.")
     await step(ann2, "forget", {"id": ben_coffee["id"]})
     await step(ann2, "forget", {"id": "0" * 32})
     show.note("Ben's id and an id that never existed get the same answer: nothing is revealed, nothing deleted.")
