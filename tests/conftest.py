@@ -11,5 +11,5 @@ os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("MEM0_DIR", tempfile.mkdtemp(prefix="memoryport-mem0-"))
 
-# The contract suite's summary table; pytester runs the suite on broken stores.
-pytest_plugins = ["memoryport.contracts", "pytester"]
+# The contract suite's summary table at the end of the run.
+pytest_plugins = ["memoryport.contracts"]

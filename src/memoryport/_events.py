@@ -84,9 +84,7 @@ EventSink = Union[Callable[[MemoryEvent], None], SupportsEmit]
 Give it a true ``capture_content`` attribute to receive texts as well.
 """
 
-current_sink: contextvars.ContextVar[EventSink | None] = contextvars.ContextVar(
-    "memoryport_current_sink", default=None
-)
+current_sink: contextvars.ContextVar[EventSink | None] = contextvars.ContextVar("memoryport_current_sink", default=None)
 """The sink of the operation in progress, so that embedders can report usage."""
 
 
@@ -142,9 +140,7 @@ class _Telemetry:
         self.records = meter.create_counter(
             "memoryport.records", unit="1", description="Records added, returned, deleted or exported"
         )
-        self.embedded = meter.create_counter(
-            "memoryport.embedding.texts", unit="1", description="Texts embedded"
-        )
+        self.embedded = meter.create_counter("memoryport.embedding.texts", unit="1", description="Texts embedded")
         self.tokens = meter.create_counter(
             "memoryport.embedding.tokens", unit="1", description="Tokens embedded, where known"
         )

@@ -77,13 +77,16 @@ class GuardedMemory:
         missing = [op for op in _OPERATIONS if not callable(getattr(port, op, None))]
         if missing or not hasattr(port, "capabilities"):
             raise UsageError(
-                f"{type(port).__name__} is not a MemoryPort: missing "
-                f"{', '.join(missing) or 'capabilities'}"
+                f"{type(port).__name__} is not a MemoryPort: missing {', '.join(missing) or 'capabilities'}"
             )
         if retention_days is not None and not retention_days > 0:
             raise InvalidInput("retention_days must be a positive number or None", field="retention_days")
         self._port = port
-        self._capabilities = frozenset(Capability(c) for c in port.capabilities)
+        try:
+            self._capabilities = frozenset(Capability(c) for c in port.capabilities)
+        except ValueError as exc:
+            known = ", ".join(c.value for c in Capability)
+            raise UsageError(f"{type(port).__name__}.capabilities holds an unknown capability; known: {known}") from exc
         self._backend = str(getattr(port, "name", type(port).__name__))
         self._retention = None if retention_days is None else timedelta(days=retention_days)
         self.limits = limits
@@ -111,9 +114,7 @@ class GuardedMemory:
     @property
     def user_only(self) -> bool:
         """True when the backend accepts only ``MemoryScope(user_id=...)`` and no metadata."""
-        return not (
-            {Capability.SESSION_SCOPE, Capability.AGENT_SCOPE, Capability.METADATA} & self._capabilities
-        )
+        return not ({Capability.SESSION_SCOPE, Capability.AGENT_SCOPE, Capability.METADATA} & self._capabilities)
 
     @property
     def retention_days(self) -> float | None:
@@ -133,8 +134,7 @@ class GuardedMemory:
     def _require(self, capability: Capability, what: str) -> None:
         if capability not in self._capabilities:
             raise UnsupportedCapability(
-                f"{what} needs the {capability.value!r} capability, which the "
-                f"{self._backend!r} backend does not have",
+                f"{what} needs the {capability.value!r} capability, which the {self._backend!r} backend does not have",
                 capability=capability.value,
                 backend=self._backend,
             )

@@ -334,8 +334,7 @@ class Limits:
             raise InvalidInput(f"{field} must be a non-empty string", field=field)
         if len(value) > self.max_id_chars:
             raise InvalidInput(
-                f"{field} is {len(value):,} characters; the limit is "
-                f"{self.max_id_chars:,} (Limits.max_id_chars)",
+                f"{field} is {len(value):,} characters; the limit is {self.max_id_chars:,} (Limits.max_id_chars)",
                 field=field,
                 limit="max_id_chars",
             )
@@ -348,8 +347,7 @@ class Limits:
         """Refuse metadata with too many keys, long keys or too many bytes."""
         if len(metadata) > self.max_metadata_keys:
             raise InvalidInput(
-                f"{field} has {len(metadata)} keys; the limit is "
-                f"{self.max_metadata_keys} (Limits.max_metadata_keys)",
+                f"{field} has {len(metadata)} keys; the limit is {self.max_metadata_keys} (Limits.max_metadata_keys)",
                 field=field,
                 limit="max_metadata_keys",
             )

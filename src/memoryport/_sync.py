@@ -55,7 +55,6 @@ def run_sync(coro: Coroutine[Any, Any, T], *, method: str) -> T:
     else:
         coro.close()
         raise UsageError(
-            f"{method}_sync() was called inside a running event loop; "
-            f"use `await memory.{method}(...)` there instead"
+            f"{method}_sync() was called inside a running event loop; use `await memory.{method}(...)` there instead"
         )
     return asyncio.run_coroutine_threadsafe(coro, _portal()).result()

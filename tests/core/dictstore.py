@@ -170,3 +170,45 @@ def functions(store: DictStore, *, asynchronous: bool) -> dict[str, Any]:
         return call
 
     return {name: wrap(fn) for name, fn in fns.items()}
+
+
+class GetIgnoresScope(DictStore):
+    """Broken: get looks the id up without checking the scope."""
+
+    name = "get-ignores-scope"
+
+    async def get(self, id: str, *, scope: MemoryScope) -> MemoryRecord | None:
+        return self.rows.get(id)
+
+
+class DeleteIgnoresScope(DictStore):
+    """Broken: delete by ids removes the ids whatever their scope."""
+
+    name = "delete-ignores-scope"
+
+    def doomed(self, ids: Sequence[str] | None, scope: MemoryScope) -> list[str]:
+        if ids is None:
+            return super().doomed(ids, scope)
+        return [i for i in ids if i in self.rows]
+
+
+class InsertionOrderListing(DictStore):
+    """Broken: the empty-query listing returns the first records inserted, not the newest."""
+
+    name = "insertion-order"
+
+    def rank(self, query: str, candidates: list[MemoryRecord], k: int) -> list[MemoryHit]:
+        if not query.strip():
+            return [MemoryHit(record=r, score=0.0, signal="recent") for r in candidates[:k]]
+        return super().rank(query, candidates, k)
+
+
+class IgnoresFilters(DictStore):
+    """Broken: declares filters but ignores them."""
+
+    name = "ignores-filters"
+
+    async def search(
+        self, query: str, *, scope: MemoryScope, k: int, filters: Mapping[str, MetadataValue] | None
+    ) -> list[MemoryHit]:
+        return await super().search(query, scope=scope, k=k, filters=None)

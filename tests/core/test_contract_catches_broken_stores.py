@@ -14,7 +14,10 @@ SUITE = '''
 import pytest
 from memoryport import GuardedMemory
 from memoryport.contracts import MemoryContract
-from dictstore import DictStore, GreedyEraseStore, LeakySearchStore, ShortExportStore
+from dictstore import (
+    DeleteIgnoresScope, DictStore, GetIgnoresScope, GreedyEraseStore, IgnoresFilters, InsertionOrderListing,
+    LeakySearchStore, ShortExportStore,
+)
 
 
 class TestCorrect(MemoryContract):
@@ -39,6 +42,30 @@ class TestShortExport(MemoryContract):
     @pytest.fixture
     async def memory(self):
         yield GuardedMemory(ShortExportStore())
+
+
+class TestGetIgnoresScope(MemoryContract):
+    @pytest.fixture
+    async def memory(self):
+        yield GuardedMemory(GetIgnoresScope())
+
+
+class TestDeleteIgnoresScope(MemoryContract):
+    @pytest.fixture
+    async def memory(self):
+        yield GuardedMemory(DeleteIgnoresScope())
+
+
+class TestInsertionOrder(MemoryContract):
+    @pytest.fixture
+    async def memory(self):
+        yield GuardedMemory(InsertionOrderListing())
+
+
+class TestIgnoresFilters(MemoryContract):
+    @pytest.fixture
+    async def memory(self):
+        yield GuardedMemory(IgnoresFilters())
 
 
 class TestSilentOptOut(MemoryContract):
@@ -122,12 +149,27 @@ def test_greedy_erase_fails(outcomes: tuple[dict[str, str], str]) -> None:
     results, out = outcomes
     bad = failing(results, "TestGreedyErase")
     assert "test_erasing_a_user_removes_exactly_that_user" in bad, out[-3000:]
+    # the random model test finds this bug in most runs, not all: it may fail too, nothing else may
     assert bad <= {"test_erasing_a_user_removes_exactly_that_user", "test_random_operations_match_a_model"}
 
 
 def test_short_export_fails(outcomes: tuple[dict[str, str], str]) -> None:
     results, out = outcomes
     assert failing(results, "TestShortExport") == {"test_export_is_complete_and_oldest_first"}, out[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("cls", "expected"),
+    [
+        ("TestGetIgnoresScope", "test_other_scopes_ids_answer_none_and_zero"),
+        ("TestDeleteIgnoresScope", "test_other_scopes_ids_answer_none_and_zero"),
+        ("TestInsertionOrder", "test_empty_query_lists_newest_first"),
+        ("TestIgnoresFilters", "test_filters_match_metadata_exactly"),
+    ],
+)
+def test_more_broken_stores_fail(outcomes: tuple[dict[str, str], str], cls: str, expected: str) -> None:
+    results, out = outcomes
+    assert expected in failing(results, cls), out[-3000:]
 
 
 def test_opt_outs(outcomes: tuple[dict[str, str], str]) -> None:

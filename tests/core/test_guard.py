@@ -413,6 +413,9 @@ def test_construction_errors() -> None:
     with pytest.raises(UsageError, match="search"):
         GuardedMemory(Half())  # type: ignore[arg-type]
 
+    with pytest.raises(UsageError, match="unknown capability"):
+        GuardedMemory(Spy(frozenset({"teleport"})))  # type: ignore[arg-type]
+
 
 async def test_aclose_and_context_manager() -> None:
     class Closing(Spy):

@@ -173,3 +173,14 @@ def test_doctor_reports_python_sqlite_and_extras() -> None:
     )
     assert proc.stdout.strip() == text
     assert main(["doctor"]) == 0
+
+
+def test_contracts_without_pytest_name_the_extra() -> None:
+    script = (
+        "import sys; sys.modules['pytest'] = None\n"
+        "try:\n    import memoryport.contracts\n"
+        "except ImportError as exc:\n    print(type(exc).__name__, exc)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60)
+    assert proc.stdout.startswith("MissingExtra ")
+    assert 'pip install "memoryport[contracts]"' in proc.stdout
