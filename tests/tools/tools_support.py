@@ -12,6 +12,17 @@ from memoryport import CallableMemory, Capability, MemoryHit, MemoryRecord, Memo
 _MISSING = object()
 
 
+def _kind(value: Any) -> tuple[str, Any]:
+    """A comparison key that keeps 1, 1.0 together but apart from True and "1" (as JSON does)."""
+    if value is _MISSING:
+        return ("missing", None)
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, (int, float)):
+        return ("number", value)
+    return (type(value).__name__, value)
+
+
 class DictStore:
     """The host functions of a small in-memory store (keyword overlap ranking)."""
 
@@ -28,7 +39,8 @@ class DictStore:
         mine = [
             r
             for r in self.rows.values()
-            if scope.covers(r.scope) and all(r.metadata.get(key, _MISSING) == v for key, v in (filters or {}).items())
+            if scope.covers(r.scope)
+            and all(_kind(r.metadata.get(key, _MISSING)) == _kind(v) for key, v in (filters or {}).items())
         ]
         if not query.strip():
             mine.sort(key=lambda r: r.created_at, reverse=True)
