@@ -37,6 +37,8 @@ from ._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemorySco
 
 if TYPE_CHECKING:
     from .adapters.callable import CallableMemory
+    from .adapters.graphiti import GraphitiMemory
+    from .adapters.zep import ZepMemory
     from .tools import (
         MemoryTool,
         MemoryTools,
@@ -77,6 +79,8 @@ _LAZY: dict[str, str] = {
     "scope_from_context": "memoryport.tools",
     "thread_scope": "memoryport.tools",
     "user_scope": "memoryport.tools",
+    "GraphitiMemory": "memoryport.adapters.graphiti",
+    "ZepMemory": "memoryport.adapters.zep",
 }
 
 __all__ = [
@@ -89,6 +93,7 @@ __all__ = [
     "EmbeddingError",
     "EmbeddingPort",
     "EventSink",
+    "GraphitiMemory",
     "GuardedMemory",
     "InvalidInput",
     "Limits",
@@ -108,6 +113,7 @@ __all__ = [
     "ToolError",
     "UnsupportedCapability",
     "UsageError",
+    "ZepMemory",
     "__version__",
     "anthropic_tools",
     "dispatch_tool_call",
