@@ -38,6 +38,7 @@ from ._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemorySco
 if TYPE_CHECKING:
     from .adapters.callable import CallableMemory
     from .adapters.graphiti import GraphitiMemory
+    from .adapters.sqlite import SQLiteMemory
     from .adapters.zep import ZepMemory
     from .tools import (
         MemoryTool,
@@ -80,6 +81,7 @@ _LAZY: dict[str, str] = {
     "thread_scope": "memoryport.tools",
     "user_scope": "memoryport.tools",
     "GraphitiMemory": "memoryport.adapters.graphiti",
+    "SQLiteMemory": "memoryport.adapters.sqlite",
     "ZepMemory": "memoryport.adapters.zep",
 }
 
@@ -108,6 +110,7 @@ __all__ = [
     "MetadataValue",
     "MissingExtra",
     "PendingWrite",
+    "SQLiteMemory",
     "SearchResults",
     "ToolContext",
     "ToolError",

@@ -41,6 +41,7 @@ PUBLIC = [
     "MetadataValue",
     "MissingExtra",
     "PendingWrite",
+    "SQLiteMemory",
     "SearchResults",
     "ToolContext",
     "ToolError",
