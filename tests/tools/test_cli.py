@@ -13,14 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from memoryport import MemoryRecord, MemoryScope
+from memoryport import MemoryRecord, MemoryScope, SQLiteMemory
 from memoryport._records import utcnow
 from memoryport.cli import COMMANDS, main
-
-# Skipped only when the SQLite backend is missing from the install (it ships with memoryport).
-SQLiteMemory = pytest.importorskip(
-    "memoryport.adapters.sqlite", reason="the SQLite backend is not installed"
-).SQLiteMemory
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -30,7 +30,6 @@ def check_story(out: str) -> None:
 
 
 def test_demo_on_sqlite(capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("memoryport.adapters.sqlite", reason="the SQLite backend is not installed")
     out = demo_output(capsys)
     assert "memory: SQLite file" in out
     assert "search: keyword search only" in out or "search: hybrid search" in out

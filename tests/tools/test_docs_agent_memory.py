@@ -16,15 +16,10 @@ from typing import Any
 import httpx
 import pytest
 
-from memoryport import MemoryScope
+from memoryport import MemoryScope, SQLiteMemory
 
 openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
-
-# Skipped only when the SQLite backend is missing from the install (it ships with memoryport).
-SQLiteMemory = pytest.importorskip(
-    "memoryport.adapters.sqlite", reason="the SQLite backend is not installed"
-).SQLiteMemory
 
 
 def _anthropic_httpx() -> Any:

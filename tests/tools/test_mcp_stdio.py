@@ -10,18 +10,13 @@ from typing import Any
 import anyio
 import pytest
 
-from memoryport import MemoryScope
+from memoryport import MemoryScope, SQLiteMemory
 
 mcp = pytest.importorskip("mcp", reason="the mcp extra is part of the dev install")
 from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp.client import stdio as mcp_stdio  # noqa: E402
 
 pytestmark = pytest.mark.anyio
-
-# Skipped only when the SQLite backend is missing from the install (it ships with memoryport).
-SQLiteMemory = pytest.importorskip(
-    "memoryport.adapters.sqlite", reason="the SQLite backend is not installed"
-).SQLiteMemory
 
 
 def server(db: Path, user: str, *extra: str) -> StdioServerParameters:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import sys
@@ -14,6 +13,7 @@ from .._errors import InvalidInput, MemoryportError
 from .._records import MemoryRecord, MemoryScope
 
 if TYPE_CHECKING:
+    from .._embedding import EmbeddingPort
     from .._guard import GuardedMemory
 
 __all__ = [
@@ -93,11 +93,9 @@ def _db_path(args: argparse.Namespace, *, create: bool) -> Path:
 def open_memory(args: argparse.Namespace, *, create: bool = False) -> GuardedMemory:
     """The SQLite memory the flags point at (``--db``, ``--embed``, ``--retention-days``)."""
     path = _db_path(args, create=create)
-    try:
-        sqlite = importlib.import_module("memoryport.adapters.sqlite")
-    except ImportError as exc:  # pragma: no cover - the SQLite backend ships with memoryport
-        raise CliError(f"the SQLite backend is not available: {exc}") from None
-    embedder = None
+    from memoryport.adapters.sqlite import SQLiteMemory
+
+    embedder: EmbeddingPort | None = None
     if getattr(args, "embed", False):
         import memoryport
 
@@ -107,7 +105,7 @@ def open_memory(args: argparse.Namespace, *, create: bool = False) -> GuardedMem
             raise CliError(f"--embed needs the local embedder: {exc}") from None
     retention = getattr(args, "retention_days", None)
     try:
-        memory: GuardedMemory = sqlite.SQLiteMemory(path, embedder=embedder, retention_days=retention)
+        memory: GuardedMemory = SQLiteMemory(path, embedder=embedder, retention_days=retention)
     except (MemoryportError, OSError):
         raise
     except Exception as exc:
