@@ -21,3 +21,9 @@ def memory(store: DictStore) -> CallableMemory:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def _no_default_db(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A developer's own MEMORYPORT_DB must not leak into the CLI tests."""
+    monkeypatch.delenv("MEMORYPORT_DB", raising=False)

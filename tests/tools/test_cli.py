@@ -228,3 +228,10 @@ def test_mcp_without_the_sdk_or_with_an_old_one(
     code, _, err = run(capsys, "mcp", "--db", db, "--user", "ann")
     assert_user_error(code, err, 'pip install "memoryport[mcp]"')
     assert not Path(db).exists()  # refused before any file was created
+
+
+def test_db_from_the_environment(capsys: pytest.CaptureFixture[str], db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMORYPORT_DB", db)
+    assert run(capsys, "add", "--user", "ann", "Ann drinks green tea")[0] == 0
+    code, out, _ = run(capsys, "search", "--user", "ann", "tea")
+    assert code == 0 and "Ann drinks green tea" in out
