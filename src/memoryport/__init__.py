@@ -36,10 +36,14 @@ from ._port import Capability, MemoryPort, SearchResults
 from ._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemoryScope, MetadataValue
 
 if TYPE_CHECKING:
+    from ._copy import CopyReport, copy_memories, copy_memories_sync
+    from ._rerank import CallableReranker, RerankerPort
     from .adapters.callable import CallableMemory
     from .adapters.graphiti import GraphitiMemory
+    from .adapters.mem0 import Mem0Memory
     from .adapters.sqlite import SQLiteMemory
     from .adapters.zep import ZepMemory
+    from .embedders.local import LocalEmbedder
     from .tools import (
         MemoryTool,
         MemoryTools,
@@ -80,9 +84,16 @@ _LAZY: dict[str, str] = {
     "scope_from_context": "memoryport.tools",
     "thread_scope": "memoryport.tools",
     "user_scope": "memoryport.tools",
+    "CallableReranker": "memoryport._rerank",
+    "CopyReport": "memoryport._copy",
     "GraphitiMemory": "memoryport.adapters.graphiti",
+    "LocalEmbedder": "memoryport.embedders.local",
+    "Mem0Memory": "memoryport.adapters.mem0",
+    "RerankerPort": "memoryport._rerank",
     "SQLiteMemory": "memoryport.adapters.sqlite",
     "ZepMemory": "memoryport.adapters.zep",
+    "copy_memories": "memoryport._copy",
+    "copy_memories_sync": "memoryport._copy",
 }
 
 __all__ = [
@@ -90,7 +101,9 @@ __all__ = [
     "BackendError",
     "CallableEmbedder",
     "CallableMemory",
+    "CallableReranker",
     "Capability",
+    "CopyReport",
     "EmbedderMismatch",
     "EmbeddingError",
     "EmbeddingPort",
@@ -99,6 +112,8 @@ __all__ = [
     "GuardedMemory",
     "InvalidInput",
     "Limits",
+    "LocalEmbedder",
+    "Mem0Memory",
     "MemoryEvent",
     "MemoryHit",
     "MemoryPort",
@@ -110,6 +125,7 @@ __all__ = [
     "MetadataValue",
     "MissingExtra",
     "PendingWrite",
+    "RerankerPort",
     "SQLiteMemory",
     "SearchResults",
     "ToolContext",
@@ -119,6 +135,8 @@ __all__ = [
     "ZepMemory",
     "__version__",
     "anthropic_tools",
+    "copy_memories",
+    "copy_memories_sync",
     "dispatch_tool_call",
     "find_pii",
     "mcp_server",

@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "purge": "memoryport.cli.purge:register",
     "stats": "memoryport.cli.stats:register",
     "mcp": "memoryport.cli.mcp:register",
+    "copy": "memoryport.cli.copy:register",
     "doctor": "memoryport.cli.doctor:register",
 }
 
@@ -41,6 +42,7 @@ EPILOG = """examples:
   memoryport purge --db memory.db --retention-days 90
   memoryport stats --db memory.db
   memoryport mcp --db memory.db --user ann             serve the tools to an MCP client
+  memoryport copy old.db new.db --user ann             copy Ann's memories (also to/from module:factory)
   memoryport doctor                                    what is installed, and what SQLite can do
 
 Run `memoryport COMMAND --help` for a command's options and examples.
