@@ -439,7 +439,7 @@ class SQLiteStore:
         emb = self.embedder
         way_out = (
             "re-embed it first: `await SQLiteMemory.reembed(path, embedder, progress=...)` "
-            "(or `SQLiteMemory.reembed_sync(...)`)"
+            "(or `SQLiteMemory.reembed_sync(...)`; with the local model: `memoryport reembed --db PATH`)"
         )
         if emb is None:
             return
