@@ -265,6 +265,8 @@ class SQLiteStore:
         search_mode: str = "hybrid",
         reranker: RerankerPort | None = None,
         rerank_candidates: int = 20,
+        context_weight: float = ranking.NEIGHBOUR_WEIGHT,
+        context_window: int = ranking.NEIGHBOUR_WINDOW,
     ) -> None:
         if search_mode not in ("hybrid", "vector", "keyword"):
             raise InvalidInput("search_mode must be 'hybrid', 'vector' or 'keyword'", field="search_mode")
@@ -281,6 +283,8 @@ class SQLiteStore:
         self.candidates = candidates
         self.reranker = reranker
         self.rerank_candidates = rerank_candidates
+        self.context_weight = context_weight
+        self.context_window = context_window
         self._local = threading.local()
         self._connections: list[Conn] = []
         self._conn_lock = threading.Lock()
@@ -885,7 +889,9 @@ class SQLiteStore:
         else:
             # Keyword search re-ranks its own matches only: every hit still contains a query word.
             neighbours = self._neighbours(conn, [rid for rid, _ in scored], filters, now)
-            ranked = ranking.spread_to_neighbours(scored, neighbours, only_scored=signal == "keyword")[:k]
+            ranked = ranking.spread_to_neighbours(
+                scored, neighbours, weight=self.context_weight, only_scored=signal == "keyword"
+            )[:k]
         rows = self._rows(conn, [rid for rid, _ in ranked])
         return [
             MemoryHit(record=_record(rows[rid]), score=score, signal=signal) for rid, score in ranked if rid in rows
@@ -896,10 +902,10 @@ class SQLiteStore:
     ) -> dict[int, list[tuple[int, int]]]:
         """rid -> (rid, distance) of the live records of its exact scope written just before and after it.
 
-        Up to ``ranking.NEIGHBOUR_WINDOW`` on each side, in (created_at, rid) order, matching the filters.
+        Up to ``context_window`` on each side, in (created_at, rid) order, matching the filters.
         """
-        window = ranking.NEIGHBOUR_WINDOW
-        if not rids or not ranking.NEIGHBOUR_WEIGHT or window < 1:
+        window = self.context_window
+        if not rids or not self.context_weight or window < 1:
             return {}
         # Only the user's nearest _NEIGHBOUR_SCAN records on each side are looked at, so a
         # selective filter or interleaved sessions cannot make this walk a user's whole history.
