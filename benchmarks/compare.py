@@ -158,11 +158,16 @@ class Data:
         rng = random.Random(seed)
         slots: list[dict[str, str]] = []
         texts: list[str] = []
-        for _ in range(records + extra):
+        seen: set[str] = set()
+        while len(texts) < records + extra:
             template = rng.randrange(len(TEMPLATES))
             values = {key: rng.choice(options) for key, options in SLOTS.items()}
+            text = TEMPLATES[template][0].format(**values)
+            if text in seen:  # unique texts: the lookup embedders map a text to one vector
+                continue
+            seen.add(text)
             slots.append({"template": str(template), **values})
-            texts.append(TEMPLATES[template][0].format(**values))
+            texts.append(text)
         self.texts = texts[:records]
         self.extra = texts[records:]
         self.queries = []
