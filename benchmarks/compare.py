@@ -24,6 +24,8 @@ the timed calls are always the public ``add()`` / ``search()``.
 per-query time to each search figure for end-to-end latency with a local model.
 """
 
+# ruff: noqa: SIM905  (word lists read better as one string each)
+
 from __future__ import annotations
 
 import os
@@ -58,7 +60,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.sqlite_bench import LookupEmbedder, remove, table
+from benchmarks.sqlite_bench import LookupEmbedder, remove, scratch, table, write
 from memoryport import MemoryRecord, MemoryScope, SQLiteMemory
 from memoryport.adapters.sqlite import load_driver
 
@@ -71,13 +73,13 @@ Vectors = np.ndarray[Any, np.dtype[np.float32]]
 # -- data: realistic sentences, deterministic ------------------------------------------------
 
 NAMES = (
-    "Alice Bruno Chen Dana Elif Farid Grace Hugo Ines Jonas Kemal Lena Mateo Nadia Oscar Priya Quinn Rosa Sami "
-    "Tara Umar Vera Wen Ximena Yusuf Zoe Aaron Bianca Carlos Deepa Emil Fatima Gustav Hana Ivan Julia Kofi Lucia "
-    "Marco Nora"
-).split()
+    "Alice|Bruno|Chen|Dana|Elif|Farid|Grace|Hugo|Ines|Jonas|Kemal|Lena|Mateo|Nadia|Oscar|Priya|Quinn|Rosa|"
+    "Sami|Tara|Umar|Vera|Wen|Ximena|Yusuf|Zoe|Aaron|Bianca|Carlos|Deepa|Emil|Fatima|Gustav|Hana|Ivan|"
+    "Julia|Kofi|Lucia|Marco|Nora"
+).split("|")
 COMPANIONS = (
-    "her sister|his brother|a colleague|their neighbour|an old friend|her mother|his father|the kids|her partner|"
-    "his roommate|a friend from school|the team|her aunt|his grandmother|a new friend"
+    "her sister|his brother|a colleague|their neighbour|an old friend|her mother|his father|the kids|"
+    "her partner|his roommate|a friend from school|the team|her aunt|his grandmother|a new friend"
 ).split("|")
 PLACES = (
     "Lisbon|Kyoto|the Alps|Berlin|a small village near Porto|Toronto|the coast|Oaxaca|Edinburgh|Nairobi|"
@@ -87,9 +89,9 @@ WHEN = (
     "last weekend|yesterday|last summer|two weeks ago|on Friday evening|over the holidays|in March|"
     "this morning|last year|on her birthday|after work|during the long weekend"
 ).split("|")
-ACTIVITIES = "hiking|camping|sailing|skiing|cycling|surfing|kayaking|birdwatching|climbing|running a half marathon".split(
-    "|"
-)
+ACTIVITIES = (
+    "hiking|camping|sailing|skiing|cycling|surfing|kayaking|birdwatching|climbing|running a half marathon"
+).split("|")
 PETS = "dog|cat|rabbit|parrot|tortoise|hamster|puppy|kitten".split("|")
 PET_NAMES = "Biscuit|Luna|Pepper|Mochi|Rex|Olive|Ziggy|Clover|Pixel|Nugget".split("|")
 INSTRUMENTS = "guitar|piano|violin|drums|cello|ukulele|saxophone|flute".split("|")
@@ -278,7 +280,11 @@ class Mem0Local:
                     "embedder": {"provider": "openai", "config": {"api_key": "unused", "embedding_dims": DIM}},
                     "vector_store": {
                         "provider": "qdrant",
-                        "config": {"collection_name": "bench", "embedding_model_dims": DIM, "client": QdrantClient(":memory:")},
+                        "config": {
+                            "collection_name": "bench",
+                            "embedding_model_dims": DIM,
+                            "client": QdrantClient(":memory:"),
+                        },
                     },
                     "history_db_path": str(folder / f"mem0-history-{n}.db"),
                 }
@@ -320,9 +326,7 @@ class Mem0Local:
                     }
                 )
                 ids.append(str(uuid.uuid4()))
-            self.client.vector_store.insert(
-                vectors=vectors[i : i + BULK_BATCH].tolist(), ids=ids, payloads=payloads
-            )
+            self.client.vector_store.insert(vectors=vectors[i : i + BULK_BATCH].tolist(), ids=ids, payloads=payloads)
 
     def add_one(self, j: int) -> None:
         self.client.add(self.data.extra[j], user_id=USER, infer=False)
@@ -351,14 +355,19 @@ class SqliteVec:
         self.conn = vec0_connection(sqlite_vec, self.path)
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
-        self.conn.execute(f"CREATE VIRTUAL TABLE v USING vec0(embedding float[{DIM}] distance_metric=cosine, +text text)")
+        self.conn.execute(
+            f"CREATE VIRTUAL TABLE v USING vec0(embedding float[{DIM}] distance_metric=cosine, +text text)"
+        )
         self.conn.commit()
         self.next_rowid = 1
 
     async def load(self, n: int) -> None:
         start = time.perf_counter()
         for i in range(0, n, BULK_BATCH):
-            rows = [(i + r + 1, self.data.vectors[i + r].tobytes(), t) for r, t in enumerate(self.data.texts[i : min(n, i + BULK_BATCH)])]
+            rows = [
+                (i + r + 1, self.data.vectors[i + r].tobytes(), t)
+                for r, t in enumerate(self.data.texts[i : min(n, i + BULK_BATCH)])
+            ]
             self.conn.executemany("INSERT INTO v(rowid, embedding, text) VALUES (?, ?, ?)", rows)
             self.conn.commit()
         self.load_seconds = time.perf_counter() - start
@@ -438,7 +447,11 @@ class Faiss:
 OPTIONAL: dict[str, tuple[type[Any], str, str]] = {
     # label: (class, module to import, how to install)
     Mem0Local.label: (Mem0Local, "mem0", 'pip install "memoryport[mem0]" (mem0ai, qdrant-client)'),
-    SqliteVec.label: (SqliteVec, "sqlite_vec", 'pip install "memoryport[bench,sqlite-new]" (sqlite-vec, pysqlite3-binary)'),
+    SqliteVec.label: (
+        SqliteVec,
+        "sqlite_vec",
+        'pip install "memoryport[bench,sqlite-new]" (sqlite-vec, pysqlite3-binary)',
+    ),
     Faiss.label: (Faiss, "faiss", 'pip install "memoryport[bench]" (faiss-cpu)'),
 }
 
@@ -469,7 +482,9 @@ async def call(fn: Callable[[int], Any], i: int) -> None:
         await result
 
 
-async def interleaved(methods: dict[str, Callable[[int], Any]], indices: Sequence[int], warm: Sequence[int]) -> dict[str, list[float]]:
+async def interleaved(
+    methods: dict[str, Callable[[int], Any]], indices: Sequence[int], warm: Sequence[int]
+) -> dict[str, list[float]]:
     """Time every method on index i, rotating their order per round; ``warm`` indices run untimed first."""
     names = list(methods)
     for name in names:
@@ -506,7 +521,7 @@ async def bench_size(
             others[label] = OPTIONAL[label][0](data, folder, n)
         # (a) bulk load, each system in turn (one load each: a load is many operations already).
         await mp.load(n)
-        for label, system in others.items():
+        for system in others.values():
             if isinstance(system, Mem0Local):
                 await system.load(n, args.mem0_public_max)
             else:
@@ -576,7 +591,9 @@ async def bench_embedding(data: Data, rounds: int, batch_texts: int) -> list[lis
 # -- report ------------------------------------------------------------------------------------------
 
 
-def report(results: dict[str, Any], sizes: Sequence[int], systems: list[str], skipped: dict[str, str], args: argparse.Namespace) -> str:
+def report(
+    results: dict[str, Any], sizes: Sequence[int], systems: list[str], skipped: dict[str, str], args: argparse.Namespace
+) -> str:
     out: list[str] = []
     mp = Memoryport.label
     all_labels = [mp, *systems]
@@ -619,7 +636,9 @@ def report(results: dict[str, Any], sizes: Sequence[int], systems: list[str], sk
         "x = median / memoryport's median in that mode)\n"
     )
     out.append(
-        table(["system", "N", "median ms", "p95 ms", "x memoryport hybrid", "x memoryport vector", "top-10 = FAISS"], rows)
+        table(
+            ["system", "N", "median ms", "p95 ms", "x memoryport hybrid", "x memoryport vector", "top-10 = FAISS"], rows
+        )
     )
 
     m0 = Mem0Local.label
@@ -634,7 +653,11 @@ def report(results: dict[str, Any], sizes: Sequence[int], systems: list[str], sk
             met = "yes" if min(a, s_h) >= 10 else "no"
             rows.append([n, f"{a:.1f}x", f"{s_h:.1f}x", f"{s_v:.1f}x", met])
         out.append("\n### Goal: memoryport ≥ 10x faster than mem0 local at add and at search (storage only)\n")
-        out.append(table(["N", "add: mem0 / memoryport", "search: mem0 / hybrid", "search: mem0 / vector", "≥ 10x at both"], rows))
+        out.append(
+            table(
+                ["N", "add: mem0 / memoryport", "search: mem0 / hybrid", "search: mem0 / vector", "≥ 10x at both"], rows
+            )
+        )
 
     emb = results.get("embedding")
     if isinstance(emb, list):
@@ -646,6 +669,18 @@ def report(results: dict[str, Any], sizes: Sequence[int], systems: list[str], sk
         out.append("\n### Skipped\n")
         out += [f"- {label}: skipped ({why})" for label, why in skipped.items()]
     return "\n".join(out) + "\n"
+
+
+# One colour per system in both plots; memoryport's modes share a hue, its add takes the hybrid one.
+COLOURS = {
+    "memoryport keyword": ("#9ecae1", "s"),
+    "memoryport vector": ("#3182bd", "^"),
+    "memoryport hybrid": ("#08519c", "o"),
+    "memoryport": ("#08519c", "o"),
+    "mem0 local (qdrant in memory)": ("#d62728", "o"),
+    "sqlite-vec vec0": ("#2ca02c", "o"),
+    "FAISS IndexFlatIP": ("#7f7f7f", "o"),
+}
 
 
 def plots(results: dict[str, Any], sizes: Sequence[int], systems: list[str], folder: Path) -> list[Path] | str:
@@ -664,7 +699,8 @@ def plots(results: dict[str, Any], sizes: Sequence[int], systems: list[str], fol
         for label in labels:
             series = results[kind]
             ys = [med((series[n][0] if kind == "search" else series[n])[label]) for n in sizes]
-            ax.plot(sizes, ys, marker="o", label=label)
+            style = COLOURS.get(label, ("black", "o"))
+            ax.plot(sizes, ys, color=style[0], marker=style[1], label=label)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("records in the store")
@@ -698,8 +734,7 @@ async def main(argv: Sequence[str] | None = None) -> str:
     if args.quick:
         args.sizes, args.queries, args.adds, args.embed_texts = [100, 300], 4, 4, 8
     sizes = sorted(args.sizes)
-    folder = Path(args.dir or tempfile.mkdtemp(prefix="memoryport-compare-"))
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = scratch(args.dir)
     command = "python -m benchmarks.compare " + " ".join(argv if argv is not None else sys.argv[1:])
     try:
         systems, skipped = available(folder)
@@ -723,13 +758,15 @@ async def main(argv: Sequence[str] | None = None) -> str:
         text = head + "\n" + report(results, sizes, systems, skipped, args)
         if args.plots:
             written = plots(results, sizes, systems, Path(args.plots))
-            text += "\n" + (written if isinstance(written, str) else "Plots: " + ", ".join(str(p) for p in written)) + "\n"
+            text += (
+                "\n" + (written if isinstance(written, str) else "Plots: " + ", ".join(str(p) for p in written)) + "\n"
+            )
     finally:
         if args.dir is None:
             shutil.rmtree(folder, ignore_errors=True)
     print(text)
     if args.out:
-        Path(args.out).write_text(text)
+        write(args.out, text)
     return text
 
 
