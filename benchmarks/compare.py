@@ -151,7 +151,7 @@ SLOTS = {
 class Data:
     """Records, extra records for single adds, queries and their vectors; all from one seed.
 
-    Vectors are a hashed bag of words (a fixed random unit vector per word, summed, plus noise,
+    Vectors are a hashed bag of words (a fixed random vector per word, summed, plus noise,
     normalised): texts sharing words are near each other, so every system's top 10 is a real
     ranking that can be cross-checked. Exact search costs the same whatever the values are.
     """
