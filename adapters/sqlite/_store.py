@@ -17,7 +17,6 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -215,18 +214,40 @@ def _record(row: Sequence[Any]) -> MemoryRecord:
     )
 
 
-@dataclass
 class _Block:
-    """One scope's vectors in RAM, valid while its tenant's generation is ``gen``."""
+    """One scope's vectors in RAM, valid while its tenant's generation is ``gen``.
 
-    gen: int
-    rids: I64
-    matrix: F32
-    expires: I64
+    The arrays have spare capacity so that appending a batch after a write is
+    amortised O(batch), not a copy of the whole scope. Read through :meth:`view`
+    (under the cache lock): the first ``n`` rows of the three buffers.
+    """
+
+    def __init__(self, gen: int, rids: I64, matrix: F32, expires: I64) -> None:
+        self.gen = gen
+        self._rids, self._matrix, self._expires = rids, matrix, expires
+        self.n = len(rids)
+
+    def view(self) -> tuple[I64, F32, I64]:
+        n = self.n
+        return self._rids[:n], self._matrix[:n], self._expires[:n]
+
+    def append(self, rids: I64, matrix: F32, expires: I64) -> None:
+        n, m = self.n, len(rids)
+        if n + m > len(self._rids):
+            capacity = max(2 * len(self._rids), n + m, 64)
+            grown_rids = np.empty(capacity, dtype=np.int64)
+            grown_matrix = np.empty((capacity, self._matrix.shape[1]), dtype=np.float32)
+            grown_expires = np.empty(capacity, dtype=np.int64)
+            grown_rids[:n], grown_matrix[:n], grown_expires[:n] = self.view()
+            self._rids, self._matrix, self._expires = grown_rids, grown_matrix, grown_expires
+        self._rids[n : n + m] = rids
+        self._matrix[n : n + m] = matrix
+        self._expires[n : n + m] = expires
+        self.n = n + m
 
     @property
     def nbytes(self) -> int:
-        return int(self.rids.nbytes + self.matrix.nbytes + self.expires.nbytes)
+        return int(self._rids.nbytes + self._matrix.nbytes + self._expires.nbytes)
 
 
 _ScopeKey = tuple[str | None, str | None, str | None]
@@ -719,16 +740,10 @@ class SQLiteStore:
                     continue
                 mine = [i for i, r in enumerate(records) if _covers(key, r)]
                 if mine:
-                    block.rids = np.concatenate([block.rids, np.asarray([base + i for i in mine], dtype=np.int64)])
-                    block.matrix = np.concatenate([block.matrix, vectors[mine]])
-                    block.expires = np.concatenate(
-                        [
-                            block.expires,
-                            np.asarray(
-                                [_expiry(records[i]) for i in mine],
-                                dtype=np.int64,
-                            ),
-                        ]
+                    block.append(
+                        np.asarray([base + i for i in mine], dtype=np.int64),
+                        vectors[mine],
+                        np.asarray([_expiry(records[i]) for i in mine], dtype=np.int64),
                     )
                 block.gen = gen
 
@@ -1153,8 +1168,10 @@ class SQLiteStore:
     ) -> Callable[[], list[tuple[int, float]]]:
         """Read what the vector ranking needs (in this snapshot); return the pure numpy rest."""
         block = self._block(conn, scope)
+        with self._cache_lock:
+            rids, matrix, expires = block.view()
         allowed: I64 | None = None
-        if filters and len(block.rids):
+        if filters and len(rids):
             where, params = _scope_sql(scope)
             fsql, fparams = _filter_sql(filters)
             allowed = np.fromiter(
@@ -1163,12 +1180,12 @@ class SQLiteStore:
             )
 
         def rank() -> list[tuple[int, float]]:
-            if not len(block.rids):
+            if not len(rids):
                 return []
-            scores = _dot(block.matrix, qvec)
-            dead = block.expires <= now
+            scores = _dot(matrix, qvec)
+            dead = expires <= now
             if allowed is not None:
-                dead |= ~np.isin(block.rids, allowed)
+                dead |= ~np.isin(rids, allowed)
             if dead.any():
                 scores = np.where(dead, -np.inf, scores)
             n = min(limit, int((~dead).sum()))
@@ -1176,7 +1193,7 @@ class SQLiteStore:
                 return []
             top = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else np.arange(len(scores))
             top = top[np.argsort(-scores[top], kind="stable")]
-            return [(int(rid), float(score)) for rid, score in zip(block.rids[top], scores[top], strict=True)]
+            return [(int(rid), float(score)) for rid, score in zip(rids[top], scores[top], strict=True)]
 
         return rank
 
