@@ -36,7 +36,10 @@ def _class_of(item: Any) -> tuple[str, str] | None:
     name = getattr(item, "originalname", None) or getattr(item, "name", "")
     if cls is None or not issubclass(cls, MemoryContract) or name not in CONTRACT_TESTS:
         return None
-    return item.parent.nodeid, name
+    # A parametrised class (e.g. one store per driver) is one table per parameter set.
+    callspec = getattr(item, "callspec", None)
+    suffix = f"[{callspec.id}]" if callspec is not None and callspec.id else ""
+    return item.parent.nodeid + suffix, name
 
 
 def note_capabilities(item: Any, memory: GuardedMemory) -> None:
