@@ -316,6 +316,12 @@ class SQLiteStore:
         self._create_file()
         try:
             self.keyword_index = self._open(use_fts5)
+        except self.driver.DatabaseError as exc:
+            self._close_connections()
+            if isinstance(exc, self.driver.OperationalError):  # locked, read-only, ...: not the file's fault
+                raise
+            # "file is not a database", "database disk image is malformed": the path is wrong.
+            raise UsageError(f"{self.path} cannot be opened as a memoryport SQLite file: {exc}") from exc
         except BaseException:
             self._close_connections()
             raise

@@ -148,7 +148,7 @@ def test_add_with_expiry(capsys: pytest.CaptureFixture[str], db: str) -> None:
         (["search", "--db", "{db}", "--user", "ann", "-k", "many", "tea"], "invalid int value"),
         (["erase", "--db", "{db}", "--user", "ann"], "add --yes"),
         (["purge", "--db", "{db}", "--retention-days", "-1"], "--retention-days"),
-        (["search", "--db", "{garbage}", "--user", "ann", "tea"], "cannot open"),
+        (["search", "--db", "{garbage}", "--user", "ann", "tea"], "cannot be opened"),
         (["mcp", "--db", "{db}"], "--user ID"),
         (["frobnicate"], "invalid choice"),
     ],

@@ -42,3 +42,17 @@ def test_adds_after_a_search_are_found_by_the_next_search(tmp_path: object) -> N
     for text in (texts[1], texts[20], texts[-1]):
         assert memory.search_sync(text, scope=ann, k=1)[0].record.text == text
     memory.close()
+
+
+def test_a_file_that_is_not_a_database_is_a_usage_error(tmp_path: object) -> None:
+    import pytest
+
+    from memoryport import UsageError
+
+    path = f"{tmp_path}/notes.txt"
+    with open(path, "wb") as f:
+        f.write(b"this is not a database, just some text " * 20)
+    with pytest.raises(UsageError, match="cannot be opened as a memoryport SQLite file"):
+        SQLiteMemory(path)
+    with open(path, "rb") as f:
+        assert f.read().startswith(b"this is not a database")  # left untouched
