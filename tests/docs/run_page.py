@@ -44,7 +44,6 @@ def main(page_arg: str, workdir_arg: str) -> int:
     os.chdir(workdir)
     sys.path.insert(0, str(workdir))
     blocks = parse(page)
-    label = str(page.relative_to(page.parents[1])) if page.parent.name == "docs" else str(page)
     namespace: dict[str, object] = {"__name__": "__main__"}
     files: list[tuple[Block, Path]] = []
     for block in blocks:
@@ -57,10 +56,11 @@ def main(page_arg: str, workdir_arg: str) -> int:
             target.write_text(block.code, encoding="utf-8")
             files.append((block, target))
             continue
-        # Padding keeps the page's line numbers in tracebacks.
+        # Padding keeps the page's line numbers, and the page's path as the file
+        # name lets tracebacks quote the failing line of the page itself.
         source = "\n" * (block.line - 1) + block.code
         try:
-            exec(compile(source, label, "exec"), namespace)
+            exec(compile(source, str(page), "exec"), namespace)
         except BaseException as exc:
             return _fail(page, block, exc)
     for block, target in files:
@@ -71,7 +71,7 @@ def main(page_arg: str, workdir_arg: str) -> int:
         except BaseException as exc:
             return _fail(page, block, exc)
     counts = {kind: sum(b.kind == kind for b in blocks) for kind in ("run", "file", "skip")}
-    print(json.dumps({"page": label, **counts}))
+    print(json.dumps({"page": str(page), **counts}))
     return 0
 
 
