@@ -19,7 +19,7 @@ import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from blocks import Block, parse  # noqa: E402
+from blocks import Block, parse
 
 sys.path.pop(0)
 
