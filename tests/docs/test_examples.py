@@ -13,6 +13,7 @@ docs/contributing-docs.md (and tests/docs/blocks.py).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -41,6 +42,14 @@ PYTEST_OUTCOMES: dict[str, dict[str, dict[str, int]]] = {
         "TestJsonlStore": {"passed": 23, "pytest.skip": 1},
     },
 }
+# Modules that pages use but that reach main on other branches. Until a module is
+# in the tree, its pages are skipped, naming it; once it is, they run. Remove an
+# entry when its module has landed (it must not hide a page for good).
+PAGE_NEEDS: dict[str, list[str]] = {
+    "index.md": ["memoryport.adapters.sqlite"],
+    "quickstart.md": ["memoryport.adapters.sqlite", "memoryport.embedders.local"],
+    "privacy.md": ["memoryport.adapters.sqlite"],
+}
 PYTEST_OUTPUT: dict[str, list[str]] = {
     "contract-suite.md": ["memoryport contract suite", "✖ test_metadata_round_trips"],
     "write-an-adapter.md": ["memoryport contract suite", "(backend 'jsonl')"],
@@ -59,6 +68,13 @@ def _env(home: Path) -> dict[str, str]:
     )
     env.pop("PYTHONPATH", None)
     return env
+
+
+def _present(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
 
 
 def _outcomes(junit: Path) -> dict[str, dict[str, int]]:
@@ -81,6 +97,9 @@ def test_page_examples_run(page: Path, tmp_path: Path) -> None:
     if not any(b.kind != "skip" for b in blocks):
         assert name not in PYTEST_OUTCOMES, f"{name} was expected to hold a pytest project"
         return
+    missing = [m for m in PAGE_NEEDS.get(name, []) if not _present(m)]
+    if missing:
+        pytest.skip(f"{name} needs {', '.join(missing)}, not in this tree yet")
     work, home = tmp_path / "work", tmp_path / "home"
     home.mkdir()
     proc = subprocess.run(
@@ -116,5 +135,5 @@ def test_page_examples_run(page: Path, tmp_path: Path) -> None:
 
 def test_pages_with_expectations_exist() -> None:
     # A renamed page must not silently drop its checks.
-    for name in {*PYTEST_OUTCOMES, *PYTEST_OUTPUT}:
+    for name in {*PYTEST_OUTCOMES, *PYTEST_OUTPUT, *PAGE_NEEDS}:
         assert (DOCS / name).is_file(), name
