@@ -37,12 +37,16 @@ from ._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemorySco
 
 if TYPE_CHECKING:
     from .adapters.callable import CallableMemory
+    from .adapters.graphiti import GraphitiMemory
+    from .adapters.zep import ZepMemory
 
 __version__ = "0.1.0"
 
 # name -> module that defines it; imported on first attribute access.
 _LAZY: dict[str, str] = {
     "CallableMemory": "memoryport.adapters.callable",
+    "GraphitiMemory": "memoryport.adapters.graphiti",
+    "ZepMemory": "memoryport.adapters.zep",
 }
 
 __all__ = [
@@ -55,6 +59,7 @@ __all__ = [
     "EmbeddingError",
     "EmbeddingPort",
     "EventSink",
+    "GraphitiMemory",
     "GuardedMemory",
     "InvalidInput",
     "Limits",
@@ -69,6 +74,7 @@ __all__ = [
     "SearchResults",
     "UnsupportedCapability",
     "UsageError",
+    "ZepMemory",
     "__version__",
 ]
 

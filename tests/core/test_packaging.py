@@ -26,6 +26,7 @@ PUBLIC = [
     "EmbeddingError",
     "EmbeddingPort",
     "EventSink",
+    "GraphitiMemory",
     "GuardedMemory",
     "InvalidInput",
     "Limits",
@@ -40,6 +41,7 @@ PUBLIC = [
     "SearchResults",
     "UnsupportedCapability",
     "UsageError",
+    "ZepMemory",
     "__version__",
 ]
 

@@ -1,0 +1,585 @@
+"""GraphitiMemory: memories in a Graphiti knowledge graph (extra ``graphiti``).
+
+Each memoryport user is one Graphiti ``group_id``: ``"mp_"`` followed by the
+SHA-256 of the user id in hex (or an HMAC-SHA-256 when ``hash_key`` is given),
+so no user id is written to the graph and every group id matches Graphiti's
+``^[a-zA-Z0-9_-]+$``.
+
+A record is one episode (``EpisodicNode``) whose ``name`` is the record id and
+whose ``content`` is the text, stored under a uuid derived from the group and
+the record id (so ``get`` and ``delete`` need no index of their own). By
+default (``extract=False``) the adapter also writes one fact (``EntityEdge``)
+holding the text verbatim, from the user's entity node to itself, with the
+record id and creation time in its ``attributes``, through Graphiti's bulk
+writer: no LLM is called. With ``extract=True`` each text goes through
+``Graphiti.add_episode`` and the host's LLM extracts the facts; search then
+returns those facts, each hit carrying the id and creation time of the text it
+came from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import uuid as uuidlib
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from memoryport._errors import BackendError, InvalidInput, MemoryportError, UnsupportedCapability, UsageError
+from memoryport._events import EventSink
+from memoryport._extras import require
+from memoryport._guard import GuardedMemory
+from memoryport._port import Capability, SearchResults
+from memoryport._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemoryScope, MetadataValue
+
+__all__ = ["GraphitiMemory", "group_id_for"]
+
+logger = logging.getLogger("memoryport")
+
+# Marks episodes and facts this adapter wrote, so foreign ones in a group are told apart.
+_SOURCE = "memoryport"
+_FACT_NAME = "MEMORY"
+_ATTR_ID = "memoryport_id"
+_ATTR_CREATED = "memoryport_created_at"
+_NAMESPACE = uuidlib.uuid5(uuidlib.NAMESPACE_URL, "https://memoryport.invalid/graphiti")
+_PAGE = 500
+_CONTEXT_EPISODES = 10  # graphiti's own RELEVANT_SCHEMA_LIMIT for add_episode's context
+
+_CAPABILITIES = frozenset(
+    {
+        Capability.KEYWORD_SEARCH,
+        Capability.VECTOR_SEARCH,
+        Capability.GET,
+        Capability.DELETE,
+        Capability.EXPORT,
+    }
+)
+
+
+def group_id_for(user_id: str, *, prefix: str = "mp_", hash_key: bytes | str | None = None) -> str:
+    """The Graphiti group id that holds ``user_id``'s memories.
+
+    ``prefix`` followed by the hex SHA-256 of the user id, or its HMAC-SHA-256
+    under ``hash_key`` when one is given (then the group id cannot be guessed
+    from a known user id).
+
+    Example:
+        >>> group_id_for("ann")[:10]
+        'mp_49915e0'
+    """
+    data = user_id.encode("utf-8")
+    if hash_key is None:
+        digest = hashlib.sha256(data).hexdigest()
+    else:
+        key = hash_key.encode("utf-8") if isinstance(hash_key, str) else hash_key
+        digest = hmac.new(key, data, hashlib.sha256).hexdigest()
+    return f"{prefix}{digest}"
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """Kuzu returns naive datetimes (UTC wall-clock); make every time aware UTC."""
+    if value is None:
+        return None
+    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
+
+
+def _parse_time(value: object) -> datetime | None:
+    if isinstance(value, datetime):
+        return _utc(value)
+    if isinstance(value, str):
+        try:
+            return _utc(datetime.fromisoformat(value))
+        except ValueError:
+            return None
+    return None
+
+
+class _GraphitiStore:
+    """The port over a Graphiti instance; GuardedMemory does every check."""
+
+    name = "graphiti"
+
+    def __init__(self, graphiti: Any, *, extract: bool, group_prefix: str, hash_key: bytes | str | None) -> None:
+        self._sdk = _import_sdk()
+        if not isinstance(graphiti, self._sdk.Graphiti):
+            raise UsageError(f"GraphitiMemory needs a graphiti_core.Graphiti instance, not {type(graphiti).__name__}")
+        if not group_prefix or not all(c.isascii() and (c.isalnum() or c in "_-") for c in group_prefix):
+            raise UsageError("GraphitiMemory(group_prefix=...) must be non-empty ASCII letters, digits, '_' or '-'")
+        self._g = graphiti
+        self._extract = extract
+        self._prefix = group_prefix
+        self._hash_key = hash_key
+        self.capabilities = _CAPABILITIES
+
+    # -- naming --------------------------------------------------------------
+
+    @property
+    def graphiti(self) -> Any:
+        return self._g
+
+    def group_id(self, scope: MemoryScope) -> str:
+        if scope.user_id is None:  # the guard refuses session/agent-only scopes first
+            raise UsageError("GraphitiMemory needs MemoryScope(user_id=...)")
+        return group_id_for(scope.user_id, prefix=self._prefix, hash_key=self._hash_key)
+
+    @staticmethod
+    def _episode_uuid(group: str, record_id: str) -> str:
+        return str(uuidlib.uuid5(_NAMESPACE, f"{group}\x00{record_id}"))
+
+    @staticmethod
+    def _fact_uuid(group: str, record_id: str) -> str:
+        return str(uuidlib.uuid5(_NAMESPACE, f"{group}\x00{record_id}\x00fact"))
+
+    @staticmethod
+    def _user_node_uuid(group: str) -> str:
+        return str(uuidlib.uuid5(_NAMESPACE, f"{group}\x00user"))
+
+    def _driver(self, group: str) -> Any:
+        """The driver for one group, as Graphiti's own add_episode picks it: the same
+        driver on Neo4j and Kuzu, the group's own graph on FalkorDB."""
+        driver = self._g.driver
+        if getattr(driver, "_database", None) == group:
+            return driver
+        return driver.clone(database=group)
+
+    # -- error boundary --------------------------------------------------------
+
+    def _fail(self, op: str, exc: BaseException) -> BackendError:
+        logger.warning("graphiti: %s failed: %s", op, type(exc).__name__)
+        return BackendError(f"graphiti failed in {op}: {type(exc).__name__}", backend=self.name, operation=op)
+
+    # -- reading ---------------------------------------------------------------
+
+    def _record(self, episode: Any, scope: MemoryScope) -> MemoryRecord:
+        ours = episode.source_description == _SOURCE
+        created = _utc(episode.valid_at) or _utc(episode.created_at)
+        assert created is not None
+        return MemoryRecord(
+            id=episode.name if ours else episode.uuid,
+            scope=MemoryScope(user_id=scope.user_id),
+            text=episode.content,
+            created_at=created,
+        )
+
+    async def _episode(self, group: str, record_id: str) -> Any | None:
+        nodes = self._sdk.nodes
+        errors = self._sdk.errors
+        driver = self._driver(group)
+        try:
+            episode = await nodes.EpisodicNode.get_by_uuid(driver, self._episode_uuid(group, record_id))
+            if episode.group_id == group and episode.name == record_id:
+                return episode
+        except errors.NodeNotFoundError:
+            pass
+        # Episodes written by other tools into this group are addressed by their own uuid.
+        try:
+            episode = await nodes.EpisodicNode.get_by_uuid(driver, record_id)
+        except errors.NodeNotFoundError:
+            return None
+        if episode.group_id == group and episode.source_description != _SOURCE:
+            return episode
+        return None
+
+    async def _episodes(self, group: str) -> list[Any]:
+        """Every episode of the group, page by page (ordered by uuid, descending)."""
+        found: list[Any] = []
+        cursor: str | None = None
+        while True:
+            page = await self._sdk.nodes.EpisodicNode.get_by_group_ids(
+                self._driver(group), [group], limit=_PAGE, uuid_cursor=cursor
+            )
+            found.extend(page)
+            if len(page) < _PAGE:
+                return found
+            cursor = page[-1].uuid
+
+    # -- the port ----------------------------------------------------------------
+
+    async def _refuse_existing(self, records: Sequence[MemoryRecord]) -> None:
+        """Ids are unique within a user, as everywhere in memoryport: refuse a stored one."""
+        by_group: dict[str, list[tuple[int, str]]] = {}
+        for i, record in enumerate(records):
+            assert record.id is not None
+            by_group.setdefault(self.group_id(record.scope), []).append((i, record.id))
+        for group, items in by_group.items():
+            uuids = {self._episode_uuid(group, record_id): i for i, record_id in items}
+            found = await self._sdk.nodes.EpisodicNode.get_by_uuids(self._driver(group), list(uuids))
+            if found:
+                index = min(uuids[e.uuid] for e in found if e.uuid in uuids)
+                raise InvalidInput(
+                    f"records[{index}].id is already stored; ids must be unique", field=f"records[{index}].id"
+                )
+
+    async def add(self, records: Sequence[MemoryRecord]) -> list[str]:
+        try:
+            await self._refuse_existing(records)
+            if self._extract:
+                await self._add_extracted(records)
+            else:
+                await self._add_verbatim(records)
+        except MemoryportError:
+            raise
+        except Exception as exc:
+            raise self._fail("add", exc) from exc
+        return [r.id for r in records if r.id is not None]
+
+    async def _add_verbatim(self, records: Sequence[MemoryRecord]) -> None:
+        sdk = self._sdk
+        by_group: dict[str, list[MemoryRecord]] = {}
+        for record in records:
+            by_group.setdefault(self.group_id(record.scope), []).append(record)
+        embedder = self._g.embedder
+        written: list[tuple[str, str]] = []
+        try:
+            for group, batch in by_group.items():
+                user = sdk.nodes.EntityNode(
+                    uuid=self._user_node_uuid(group),
+                    name="user",
+                    group_id=group,
+                    labels=["Entity"],
+                    summary="",
+                    created_at=min(r.created_at for r in batch),
+                )
+                # One embedder call per batch; a failing embedder fails the add before any write.
+                vectors = await embedder.create_batch([r.text for r in batch])
+                if len(vectors) != len(batch):
+                    raise BackendError(
+                        f"the Graphiti embedder returned {len(vectors)} vectors for {len(batch)} texts",
+                        backend=self.name,
+                        operation="add",
+                    )
+                episodes, mentions, facts = [], [], []
+                for record, vector in zip(batch, vectors, strict=True):
+                    assert record.id is not None
+                    ep_uuid = self._episode_uuid(group, record.id)
+                    fact_uuid = self._fact_uuid(group, record.id)
+                    episodes.append(
+                        sdk.nodes.EpisodicNode(
+                            uuid=ep_uuid,
+                            name=record.id,
+                            group_id=group,
+                            source=sdk.nodes.EpisodeType.text,
+                            source_description=_SOURCE,
+                            content=record.text,
+                            created_at=record.created_at,
+                            valid_at=record.created_at,
+                            entity_edges=[fact_uuid],
+                        )
+                    )
+                    mentions.append(
+                        sdk.edges.EpisodicEdge(
+                            uuid=str(uuidlib.uuid5(_NAMESPACE, f"{ep_uuid}\x00mentions")),
+                            source_node_uuid=ep_uuid,
+                            target_node_uuid=user.uuid,
+                            group_id=group,
+                            created_at=record.created_at,
+                        )
+                    )
+                    facts.append(
+                        sdk.edges.EntityEdge(
+                            uuid=fact_uuid,
+                            group_id=group,
+                            source_node_uuid=user.uuid,
+                            target_node_uuid=user.uuid,
+                            created_at=record.created_at,
+                            name=_FACT_NAME,
+                            fact=record.text,
+                            fact_embedding=[float(x) for x in vector],
+                            episodes=[ep_uuid],
+                            valid_at=record.created_at,
+                            attributes={_ATTR_ID: record.id, _ATTR_CREATED: record.created_at.isoformat()},
+                        )
+                    )
+                written.extend((group, r.id) for r in batch if r.id is not None)
+                await sdk.add_nodes_and_edges_bulk(self._driver(group), episodes, mentions, [user], facts, embedder)
+        except BaseException:
+            # Kuzu writes row by row: undo whatever of this batch reached the graph.
+            for group, record_id in written:
+                try:
+                    await self._delete_one(group, record_id)
+                except Exception as exc:  # the original failure is what the caller needs to see
+                    logger.warning("graphiti: rollback after a failed add failed: %s", type(exc).__name__)
+            raise
+
+    async def _add_extracted(self, records: Sequence[MemoryRecord]) -> None:
+        sdk = self._sdk
+        done: list[tuple[str, str]] = []
+        try:
+            for record in records:
+                assert record.id is not None
+                group = self.group_id(record.scope)
+                ep_uuid = self._episode_uuid(group, record.id)
+                # The context Graphiti would fetch itself, taken before our episode exists,
+                # so the LLM does not see the new text twice (as current and as previous).
+                previous = await self._g.retrieve_episodes(
+                    record.created_at,
+                    last_n=_CONTEXT_EPISODES,
+                    group_ids=[group],
+                    source=sdk.nodes.EpisodeType.text,
+                    driver=self._driver(group),
+                )
+                # add_episode(uuid=...) processes an episode that already exists: save ours
+                # first, so its uuid is derived from the record id like on the verbatim path.
+                episode = sdk.nodes.EpisodicNode(
+                    uuid=ep_uuid,
+                    name=record.id,
+                    group_id=group,
+                    source=sdk.nodes.EpisodeType.text,
+                    source_description=_SOURCE,
+                    content=record.text,
+                    created_at=record.created_at,
+                    valid_at=record.created_at,
+                )
+                await episode.save(self._driver(group))
+                done.append((group, record.id))
+                await self._g.add_episode(
+                    name=record.id,
+                    episode_body=record.text,
+                    source_description=_SOURCE,
+                    reference_time=record.created_at,
+                    source=sdk.nodes.EpisodeType.text,
+                    group_id=group,
+                    uuid=ep_uuid,
+                    previous_episode_uuids=[p.uuid for p in previous if p.uuid != ep_uuid],
+                )
+        except BaseException:
+            for group, record_id in done:
+                try:
+                    await self._delete_one(group, record_id)
+                except Exception as exc:
+                    logger.warning("graphiti: rollback after a failed add failed: %s", type(exc).__name__)
+            raise
+
+    async def search(
+        self, query: str, *, scope: MemoryScope, k: int, filters: Mapping[str, MetadataValue] | None
+    ) -> list[MemoryHit]:
+        if filters:  # the guard refuses filters first; a second line
+            raise UnsupportedCapability("graphiti has no filters", capability="filters", backend=self.name)
+        group = self.group_id(scope)
+        try:
+            if not query.strip():
+                episodes = await self._episodes(group)
+                records = sorted((self._record(e, scope) for e in episodes), key=lambda r: r.created_at, reverse=True)
+                return SearchResults(
+                    [MemoryHit(record=r, score=0.0, signal="recent") for r in records[:k]], mode="recent"
+                )
+            config = self._sdk.search_config(k)
+            results = await self._g.search_(query, config=config, group_ids=[group], driver=self._driver(group))
+            hits: list[MemoryHit] = []
+            cache: dict[str, Any | None] = {}
+            for edge, score in zip(results.edges, results.edge_reranker_scores, strict=False):
+                record = await self._fact_record(edge, scope, cache)
+                if record is not None:
+                    hits.append(MemoryHit(record=record, score=float(score), signal="hybrid"))
+            return SearchResults(hits[:k], mode="hybrid")
+        except MemoryportError:
+            raise
+        except Exception as exc:
+            raise self._fail("search", exc) from exc
+
+    async def _fact_record(self, edge: Any, scope: MemoryScope, cache: dict[str, Any | None]) -> MemoryRecord | None:
+        attributes = edge.attributes or {}
+        created = _parse_time(attributes.get(_ATTR_CREATED))
+        record_id = attributes.get(_ATTR_ID)
+        if isinstance(record_id, str) and record_id and created is not None:
+            return MemoryRecord(
+                id=record_id, scope=MemoryScope(user_id=scope.user_id), text=edge.fact, created_at=created
+            )
+        # An extracted fact: it belongs to the text (episode) it came from.
+        for ep_uuid in edge.episodes or []:
+            if ep_uuid not in cache:
+                try:
+                    cache[ep_uuid] = await self._sdk.nodes.EpisodicNode.get_by_uuid(
+                        self._driver(edge.group_id), ep_uuid
+                    )
+                except self._sdk.errors.NodeNotFoundError:
+                    cache[ep_uuid] = None
+            episode = cache[ep_uuid]
+            if episode is not None and episode.group_id == edge.group_id:
+                source = self._record(episode, scope)
+                return source.model_copy(update={"text": edge.fact})
+        return None
+
+    async def get(self, id: str, *, scope: MemoryScope) -> MemoryRecord | None:
+        try:
+            episode = await self._episode(self.group_id(scope), id)
+        except MemoryportError:
+            raise
+        except Exception as exc:
+            raise self._fail("get", exc) from exc
+        return None if episode is None else self._record(episode, scope)
+
+    async def _delete_one(self, group: str, record_id: str) -> bool:
+        episode = await self._episode(group, record_id)
+        if episode is None:
+            return False
+        fact_uuid = self._fact_uuid(group, record_id)
+        if episode.source_description == _SOURCE and list(episode.entity_edges or []) == [fact_uuid]:
+            # Written verbatim: remove the fact and the episode ourselves. Graphiti's
+            # remove_episode would ask the LLM to rebuild the user node's summary.
+            try:
+                fact = await self._sdk.edges.EntityEdge.get_by_uuid(self._driver(group), fact_uuid)
+                await fact.delete(self._driver(group))
+            except self._sdk.errors.EdgeNotFoundError:
+                pass
+            await episode.delete(self._driver(group))
+        else:
+            await self._g.remove_episode(episode.uuid)
+        return True
+
+    async def delete(self, ids: Sequence[str] | None, *, scope: MemoryScope) -> int:
+        group = self.group_id(scope)
+        try:
+            if ids is None:
+                count = len(await self._episodes(group))
+                await self._sdk.clear_data(self._driver(group), group_ids=[group])
+                return count
+            count = 0
+            for record_id in ids:
+                if await self._delete_one(group, record_id):
+                    count += 1
+            driver = self._driver(group)
+            if count and not await self._sdk.nodes.EpisodicNode.get_by_group_ids(driver, [group], limit=1):
+                # The last text is gone: drop the user's node so nothing of them stays behind.
+                await self._sdk.clear_data(driver, group_ids=[group])
+            return count
+        except MemoryportError:
+            raise
+        except Exception as exc:
+            raise self._fail("delete", exc) from exc
+
+    async def export(self, scope: MemoryScope) -> list[MemoryRecord]:
+        try:
+            episodes = await self._episodes(self.group_id(scope))
+        except MemoryportError:
+            raise
+        except Exception as exc:
+            raise self._fail("export", exc) from exc
+        return [self._record(e, scope) for e in episodes]
+
+    async def purge(self, *, now: datetime, created_before: datetime | None) -> int:
+        raise UnsupportedCapability("graphiti cannot purge", capability="purge", backend=self.name)
+
+
+class _Sdk:
+    """The graphiti_core pieces the adapter uses, imported once."""
+
+    def __init__(self) -> None:
+        core = require("graphiti_core", extra="graphiti", feature="GraphitiMemory", package="graphiti-core")
+        self.Graphiti = core.Graphiti
+        self.nodes = require("graphiti_core.nodes", extra="graphiti", feature="GraphitiMemory", package="graphiti-core")
+        self.edges = require("graphiti_core.edges", extra="graphiti", feature="GraphitiMemory", package="graphiti-core")
+        self.errors = require(
+            "graphiti_core.errors", extra="graphiti", feature="GraphitiMemory", package="graphiti-core"
+        )
+        bulk = require(
+            "graphiti_core.utils.bulk_utils", extra="graphiti", feature="GraphitiMemory", package="graphiti-core"
+        )
+        self.add_nodes_and_edges_bulk = bulk.add_nodes_and_edges_bulk
+        maintenance = require(
+            "graphiti_core.utils.maintenance.graph_data_operations",
+            extra="graphiti",
+            feature="GraphitiMemory",
+            package="graphiti-core",
+        )
+        self.clear_data = maintenance.clear_data
+        self._config = require(
+            "graphiti_core.search.search_config", extra="graphiti", feature="GraphitiMemory", package="graphiti-core"
+        )
+
+    def search_config(self, k: int) -> Any:
+        """Facts only, BM25 + cosine fused by RRF: reranker scores without an LLM or cross-encoder call."""
+        cfg = self._config
+        return cfg.SearchConfig(
+            edge_config=cfg.EdgeSearchConfig(
+                search_methods=[cfg.EdgeSearchMethod.bm25, cfg.EdgeSearchMethod.cosine_similarity],
+                reranker=cfg.EdgeReranker.rrf,
+            ),
+            limit=k,
+        )
+
+
+_SDK: _Sdk | None = None
+
+
+def _import_sdk() -> _Sdk:
+    global _SDK
+    if _SDK is None:
+        _SDK = _Sdk()
+    return _SDK
+
+
+class GraphitiMemory(GuardedMemory):
+    """Memories in a Graphiti knowledge graph, already guarded (extra ``graphiti``).
+
+    User scope only (``MemoryScope(user_id=...)``), no metadata, filters or
+    expiry: those raise :class:`~memoryport.UnsupportedCapability`. Each user is
+    one Graphiti group (see :func:`group_id_for`); erasing a user clears the
+    group. Search is Graphiti's hybrid fact search (BM25 and cosine similarity
+    fused by reciprocal rank, higher is better); an empty query lists the
+    newest texts.
+
+    Args:
+        graphiti: a ``graphiti_core.Graphiti`` the host built (driver, embedder,
+            LLM and cross-encoder clients are the host's; the adapter reads no
+            API keys). Indices must exist: call
+            ``await graphiti.build_indices_and_constraints()`` once (on Kuzu
+            0.31.2 see the docs for the two workarounds).
+        extract: ``False`` (default) stores each text verbatim as one fact
+            without any LLM call; ``True`` runs ``add_episode`` so the LLM
+            extracts facts, and search returns those facts.
+        group_prefix: put before the hashed user id to form the group id.
+        hash_key: when given, group ids are HMAC-SHA-256 of the user id under
+            this key instead of a plain SHA-256.
+
+    Example:
+        >>> from graphiti_core import Graphiti                              # doctest: +SKIP
+        >>> memory = GraphitiMemory(Graphiti(graph_driver=driver, llm_client=llm,
+        ...                                  embedder=embedder, cross_encoder=reranker))  # doctest: +SKIP
+        >>> ann = MemoryScope(user_id="ann")                                 # doctest: +SKIP
+        >>> await memory.add([MemoryRecord(scope=ann, text="Ann likes green tea")])  # doctest: +SKIP
+        >>> [h.record.text for h in await memory.search("tea", scope=ann)]   # doctest: +SKIP
+        ['Ann likes green tea']
+    """
+
+    def __init__(
+        self,
+        graphiti: Any,
+        *,
+        extract: bool = False,
+        group_prefix: str = "mp_",
+        hash_key: bytes | str | None = None,
+        retention_days: float | None = None,
+        limits: Limits = DEFAULT_LIMITS,
+        sink: EventSink | None = None,
+        capture_content: bool = False,
+    ) -> None:
+        super().__init__(
+            _GraphitiStore(graphiti, extract=extract, group_prefix=group_prefix, hash_key=hash_key),
+            retention_days=retention_days,
+            limits=limits,
+            sink=sink,
+            capture_content=capture_content,
+        )
+
+    @property
+    def graphiti(self) -> Any:
+        """The Graphiti instance behind this memory."""
+        store = self.port
+        assert isinstance(store, _GraphitiStore)
+        return store.graphiti
+
+    def group_id(self, scope: MemoryScope) -> str:
+        """The Graphiti group id that holds ``scope``'s memories.
+
+        Example:
+            >>> memory.group_id(MemoryScope(user_id="ann"))  # doctest: +SKIP
+            'mp_49915e0d...'
+        """
+        store = self.port
+        assert isinstance(store, _GraphitiStore)
+        return store.group_id(scope)
