@@ -1,6 +1,6 @@
-"""Every Python example in docs/ runs, page by page, so the docs cannot rot.
+"""Every Python example in docs/ (and the README) runs, page by page, so the docs cannot rot.
 
-For each ``docs/**/*.md`` page, ``run_page.py`` runs its ``python`` blocks in a
+For each ``docs/**/*.md`` page and README.md, ``run_page.py`` runs its ``python`` blocks in a
 fresh process, in order, in one namespace, in a temporary working directory
 (with ``HOME`` pointing there too, so nothing lands in the real home). Blocks
 whose first line is ``# <name>.py`` are files: written there, and if the page
@@ -28,7 +28,8 @@ from .blocks import DocsError, parse
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 RUNNER = Path(__file__).resolve().parent / "run_page.py"
-PAGES = sorted(DOCS.rglob("*.md"))
+# The README is the first page most people read: its example runs too.
+PAGES = [*sorted(DOCS.rglob("*.md")), ROOT / "README.md"]
 
 # Pages whose file blocks form a pytest project: what that run must report,
 # per test class (a count per outcome), and lines its output must contain.
@@ -49,6 +50,7 @@ PAGE_NEEDS: dict[str, list[str]] = {
     "index.md": ["memoryport.adapters.sqlite"],
     "quickstart.md": ["memoryport.adapters.sqlite", "memoryport.embedders.local"],
     "privacy.md": ["memoryport.adapters.sqlite"],
+    "README.md": ["memoryport.adapters.sqlite"],
 }
 PYTEST_OUTPUT: dict[str, list[str]] = {
     "contract-suite.md": ["memoryport contract suite", "✖ test_metadata_round_trips"],
@@ -87,9 +89,13 @@ def _outcomes(junit: Path) -> dict[str, dict[str, int]]:
     return found
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(DOCS)) for p in PAGES])
+def _name(page: Path) -> str:
+    return str(page.relative_to(DOCS)) if DOCS in page.parents else page.name
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[_name(p) for p in PAGES])
 def test_page_examples_run(page: Path, tmp_path: Path) -> None:
-    name = str(page.relative_to(DOCS))
+    name = _name(page)
     try:
         blocks = parse(page)
     except DocsError as exc:
@@ -135,5 +141,6 @@ def test_page_examples_run(page: Path, tmp_path: Path) -> None:
 
 def test_pages_with_expectations_exist() -> None:
     # A renamed page must not silently drop its checks.
+    names = {_name(p) for p in PAGES}
     for name in {*PYTEST_OUTCOMES, *PYTEST_OUTPUT, *PAGE_NEEDS}:
-        assert (DOCS / name).is_file(), name
+        assert name in names, name
