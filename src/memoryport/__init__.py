@@ -38,6 +38,7 @@ from ._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemorySco
 if TYPE_CHECKING:
     from .adapters.callable import CallableMemory
     from .adapters.graphiti import GraphitiMemory
+    from .adapters.sqlite import SQLiteMemory
     from .adapters.zep import ZepMemory
 
 __version__ = "0.1.0"
@@ -46,6 +47,7 @@ __version__ = "0.1.0"
 _LAZY: dict[str, str] = {
     "CallableMemory": "memoryport.adapters.callable",
     "GraphitiMemory": "memoryport.adapters.graphiti",
+    "SQLiteMemory": "memoryport.adapters.sqlite",
     "ZepMemory": "memoryport.adapters.zep",
 }
 
@@ -71,6 +73,7 @@ __all__ = [
     "MemoryportError",
     "MetadataValue",
     "MissingExtra",
+    "SQLiteMemory",
     "SearchResults",
     "UnsupportedCapability",
     "UsageError",

@@ -38,6 +38,7 @@ PUBLIC = [
     "MemoryportError",
     "MetadataValue",
     "MissingExtra",
+    "SQLiteMemory",
     "SearchResults",
     "UnsupportedCapability",
     "UsageError",

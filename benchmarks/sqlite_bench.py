@@ -1,0 +1,454 @@
+"""Speed of SQLiteMemory, side by side with numpy brute force and sqlite-vec, in one run.
+
+Run from the repository root::
+
+    python -m benchmarks.sqlite_bench --sizes 10000 100000 --tenant-others 1000000
+    python -m benchmarks.sqlite_bench --quick          # a tiny smoke run
+
+What it measures (every figure a median; methods interleaved query by query so
+that ratios share the machine's noise):
+
+1. add throughput through the public ``SQLiteMemory.add`` in batches of 10,000,
+   keyword-only and with given vectors (a precomputed-vector embedder, so no
+   model time is counted);
+2. search latency at each size (one user holding every record, k=10): keyword
+   (FTS5 BM25), vector (cosine, cached matrix) and hybrid (RRF), against numpy
+   brute force (``X @ q`` + ``argpartition``) over an in-RAM matrix of the same
+   vectors, and sqlite-vec ``vec0`` KNN when it can be loaded;
+3. the tenant test: one user's 10,000 records searched inside a file holding
+   many other users' records, against the same 10,000 alone.
+
+Texts are sentences drawn from the word frequencies of the LoCoMo conversations
+(``../shared/data/locomo``) when present, else from a Zipf law over pseudo-words.
+Vectors are 384-d, clustered (1,000 centroids plus noise), unit length.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memoryport import MemoryRecord, MemoryScope, SQLiteMemory
+from memoryport.adapters.sqlite import load_driver
+
+DIM = 384
+K = 10
+BATCH = 10_000
+LOCOMO = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo" / "locomo-dev.json"
+
+
+# -- data ------------------------------------------------------------------------
+
+
+def vocabulary(rng: random.Random) -> tuple[list[str], list[float]]:
+    """Words and their weights: LoCoMo's word counts if available, else Zipf over pseudo-words."""
+    if LOCOMO.exists():
+        counts: Counter[str] = Counter()
+        for sample in json.loads(LOCOMO.read_text()):
+            for key, turns in sample["conversation"].items():
+                if key.startswith("session_") and isinstance(turns, list):
+                    for turn in turns:
+                        counts.update(re.findall(r"[a-z']+", turn.get("text", "").lower()))
+        words = [w for w, _ in counts.most_common()]
+        return words, [float(c) for _, c in counts.most_common()]
+    syllables = ["ka", "lo", "mi", "ten", "ra", "su", "vo", "pe", "dan", "ri", "sho", "gu", "ne", "ba", "fi"]
+    words = sorted({"".join(rng.choices(syllables, k=rng.randint(1, 4))) for _ in range(30_000)})
+    rng.shuffle(words)
+    return words, [1.0 / (i + 1) for i in range(len(words))]
+
+
+class Corpus:
+    """Deterministic sentences and vectors, generated in chunks."""
+
+    def __init__(self, seed: int = 7) -> None:
+        self.rng = random.Random(seed)
+        self.np_rng = np.random.default_rng(seed)
+        self.words, weights = vocabulary(self.rng)
+        self.cum = np.cumsum(np.asarray(weights, dtype=np.float64))
+        self.cum /= self.cum[-1]
+        self.centroids = self.np_rng.standard_normal((1_000, DIM)).astype(np.float32)
+
+    def texts(self, n: int) -> list[str]:
+        lengths = self.np_rng.integers(6, 20, size=n)
+        picks = np.searchsorted(self.cum, self.np_rng.random(int(lengths.sum())))
+        out, at = [], 0
+        for length in lengths:
+            out.append(" ".join(self.words[i] for i in picks[at : at + length]))
+            at += length
+        return out
+
+    def vectors(self, n: int) -> np.ndarray[Any, np.dtype[np.float32]]:
+        which = self.np_rng.integers(0, len(self.centroids), size=n)
+        v = self.centroids[which] + 0.9 * self.np_rng.standard_normal((n, DIM)).astype(np.float32)
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        return np.ascontiguousarray(v, dtype=np.float32)
+
+    def query(self, text: str) -> str:
+        """A natural-language-like query: some words of a stored text plus a common one."""
+        words = text.split()
+        picked = self.rng.sample(words, min(len(words), self.rng.randint(2, 5)))
+        return " ".join([*picked, self.words[self.rng.randint(0, 50)]])
+
+
+class LookupEmbedder:
+    """An EmbeddingPort returning precomputed vectors, so no model time is measured."""
+
+    name = "precomputed-384"
+    dim = DIM
+
+    def __init__(self) -> None:
+        self.table: dict[str, np.ndarray[Any, np.dtype[np.float32]]] = {}
+
+    def put(self, texts: Sequence[str], vectors: np.ndarray[Any, np.dtype[np.float32]]) -> None:
+        for text, row in zip(texts, vectors, strict=True):
+            self.table[text] = row
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
+        return np.stack([self.table[t] for t in texts])
+
+
+def records(scope_of: Callable[[int], MemoryScope], texts: Sequence[str]) -> list[MemoryRecord]:
+    return [MemoryRecord(scope=scope_of(i), text=t) for i, t in enumerate(texts)]
+
+
+# -- timing helpers ----------------------------------------------------------------
+
+
+def median_ms(samples: Sequence[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+async def interleaved(methods: dict[str, Callable[[int], Any]], n: int) -> dict[str, list[float]]:
+    """Time every method on query i, rotating their order, for i in range(n).
+
+    A method returning a coroutine (a memory's search) is awaited on this loop, as a host would.
+    """
+    names = list(methods)
+    for name in names:  # warm caches (pages, statements, the vector matrix) before timing
+        for i in range(min(n, 3)):
+            result = methods[name](i)
+            if asyncio.iscoroutine(result):
+                await result
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for i in range(n):
+        order = names[i % len(names) :] + names[: i % len(names)]
+        for name in order:
+            start = time.perf_counter()
+            result = methods[name](i)
+            if asyncio.iscoroutine(result):
+                await result
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def numpy_topk(
+    matrix: np.ndarray[Any, Any], q: np.ndarray[Any, Any], k: int = K, blas: bool = True
+) -> np.ndarray[Any, Any]:
+    scores = matrix @ q if blas else np.einsum("ij,j->i", matrix, q)
+    top = np.argpartition(-scores, k - 1)[:k]
+    return top[np.argsort(-scores[top])]
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    def cell(x: Any) -> str:
+        if isinstance(x, float):
+            return f"{x:,.2f}" if x < 100 else f"{x:,.0f}"
+        if isinstance(x, int):
+            return f"{x:,}"
+        return str(x)
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+# -- 1. add throughput -------------------------------------------------------------
+
+
+async def bench_add(corpus: Corpus, n: int, runs: int, folder: Path) -> list[list[Any]]:
+    texts = corpus.texts(n)
+    vectors = corpus.vectors(n)
+    embedder = LookupEmbedder()
+    embedder.put(texts, vectors)
+    user = MemoryScope(user_id="bench")
+    rates: dict[str, list[float]] = {
+        "keyword-only": [],
+        "with given vectors": [],
+        "keyword-only, port alone (no guard)": [],
+    }
+    for run in range(runs):
+        for kind in rates:  # interleaved: keyword, vectors, port, keyword, ...
+            batch = records(lambda i: user, texts)  # fresh records (no ids yet), built outside the timing
+            path = folder / f"add-{n}-{run}-{len(kind)}.db"
+            memory = SQLiteMemory(path, embedder=embedder if kind == "with given vectors" else None)
+            if "port" in kind:
+                # What the guard costs: the same batches straight into the port, ids given.
+                batch = [r.model_copy(update={"id": f"{run}-{i}"}) for i, r in enumerate(batch)]
+                add = memory.port.add
+            else:
+                add = memory.add
+            start = time.perf_counter()
+            for i in range(0, n, BATCH):
+                await add(batch[i : i + BATCH])
+            rates[kind].append(n / (time.perf_counter() - start))
+            await memory.aclose()
+            remove(path)
+    return [[kind, n, statistics.median(r), min(r), max(r), len(r)] for kind, r in rates.items()]
+
+
+# -- 2. search latency ----------------------------------------------------------------
+
+
+def sqlite_vec_index(path: Path, vectors: np.ndarray[Any, Any]) -> Callable[[np.ndarray[Any, Any]], Any] | None:
+    """A vec0 table over the same vectors, or None when sqlite-vec cannot be loaded here."""
+    try:
+        import sqlite_vec
+    except ImportError:
+        return None
+    for name in ("pysqlite3", "sqlean", "sqlite3"):
+        try:
+            _, module = load_driver(name)
+            conn = module.connect(str(path))
+            conn.enable_load_extension(True)
+            sqlite_vec.load(conn)
+            conn.enable_load_extension(False)
+            break
+        except Exception:
+            continue
+    else:
+        return None
+    conn.execute(f"CREATE VIRTUAL TABLE v USING vec0(embedding float[{DIM}] distance_metric=cosine)")
+    conn.executemany(
+        "INSERT INTO v(rowid, embedding) VALUES (?, ?)", ((i + 1, vectors[i].tobytes()) for i in range(len(vectors)))
+    )
+    conn.commit()
+
+    def knn(q: np.ndarray[Any, Any]) -> Any:
+        return conn.execute(
+            "SELECT rowid, distance FROM v WHERE embedding MATCH ? AND k = ?", (q.tobytes(), K)
+        ).fetchall()
+
+    return knn
+
+
+async def bench_search(
+    corpus: Corpus, n: int, queries: int, folder: Path, with_vec0: bool
+) -> tuple[list[list[Any]], dict[str, Any]]:
+    texts = corpus.texts(n)
+    vectors = corpus.vectors(n)
+    embedder = LookupEmbedder()
+    embedder.put(texts, vectors)
+    qtexts = [corpus.query(texts[corpus.rng.randrange(n)]) for _ in range(queries)]
+    qvecs = corpus.vectors(queries)
+    embedder.put(qtexts, qvecs)
+    user = MemoryScope(user_id="bench")
+    path = folder / f"search-{n}.db"
+    writer = SQLiteMemory(path, embedder=embedder)
+    for i in range(0, n, BATCH):
+        await writer.add(records(lambda i: user, texts[i : i + BATCH]))
+    await writer.aclose()
+    hybrid = SQLiteMemory(path, embedder=embedder, search_mode="hybrid")
+    vector = SQLiteMemory(path, embedder=embedder, search_mode="vector")
+    keyword = SQLiteMemory(path, embedder=embedder, search_mode="keyword")
+    start = time.perf_counter()
+    await vector.search(qtexts[0], scope=user, k=K)
+    cold = time.perf_counter() - start
+    await hybrid.search(qtexts[0], scope=user, k=K)
+    matrix = vectors.copy()  # numpy's own in-RAM copy of the same vectors
+    knn = sqlite_vec_index(folder / f"vec0-{n}.db", vectors) if with_vec0 else None
+
+    def run(memory: SQLiteMemory) -> Callable[[int], Any]:
+        return lambda i: memory.search(qtexts[i], scope=user, k=K)
+
+    methods: dict[str, Callable[[int], Any]] = {
+        "keyword (FTS5 BM25)": run(keyword),
+        "vector (cosine)": run(vector),
+        "hybrid (RRF)": run(hybrid),
+        "numpy brute force (X @ q, BLAS)": lambda i: numpy_topk(matrix, qvecs[i]),
+        "numpy brute force (einsum, 1 thread)": lambda i: numpy_topk(matrix, qvecs[i], blas=False),
+    }
+    if knn is not None:
+        methods["sqlite-vec vec0 KNN"] = lambda i: knn(qvecs[i])
+    times = await interleaved(methods, queries)
+    # Recall of the vector path against numpy (both exact: expect 1.0).
+    agree = []
+    for i in range(min(queries, 20)):
+        ours = [h.record.text for h in await vector.search(qtexts[i], scope=user, k=K)]
+        ref = [texts[j] for j in numpy_topk(matrix, qvecs[i])]
+        agree.append(len(set(ours) & set(ref)) / K)
+    for m in (hybrid, vector, keyword):
+        await m.aclose()
+    # Ratios are to the faster numpy variant of this run.
+    base = min(median_ms(t) for name, t in times.items() if name.startswith("numpy"))
+    rows = [
+        [name, n, median_ms(t), sorted(t)[int(len(t) * 0.95) - 1] * 1000, median_ms(t) / base]
+        for name, t in times.items()
+    ]
+    info = {"cold_vector_ms": cold * 1000, "recall_vs_numpy": statistics.mean(agree)}
+    return rows, info
+
+
+# -- 3. tenant test --------------------------------------------------------------------
+
+
+async def fill(memory: SQLiteMemory, chunks: Iterator[list[MemoryRecord]]) -> None:
+    for chunk in chunks:
+        await memory.add(chunk)
+
+
+async def bench_tenant(corpus: Corpus, mine_n: int, others: int, queries: int, folder: Path) -> list[list[Any]]:
+    texts = corpus.texts(mine_n)
+    vectors = corpus.vectors(mine_n)
+    embedder = LookupEmbedder()
+    embedder.put(texts, vectors)
+    qtexts = [corpus.query(texts[corpus.rng.randrange(mine_n)]) for _ in range(queries)]
+    embedder.put(qtexts, corpus.vectors(queries))
+    me = MemoryScope(user_id="me")
+    alone_path, shared_path = folder / "tenant-alone.db", folder / "tenant-shared.db"
+    alone = SQLiteMemory(alone_path, embedder=embedder)
+    await alone.add(records(lambda i: me, texts))
+    shared = SQLiteMemory(shared_path, embedder=embedder)
+    # My records are spread through the file among 1,000 other users' records.
+    other_vectors = corpus.vectors(20_000)
+    mine = records(lambda i: me, texts)
+    per_chunk = max(1, -(-mine_n * BATCH // (others + mine_n)))  # my share of each batch
+    at = pos = 0
+    while at < others:
+        n = min(BATCH - per_chunk, others - at)
+        chunk_texts = corpus.texts(n)
+        embedder.put(chunk_texts, other_vectors[np.arange(at, at + n) % len(other_vectors)])
+        chunk = records(lambda i, base=at: MemoryScope(user_id=f"user{(base + i) % 1000}"), chunk_texts)
+        chunk.extend(mine[pos : pos + per_chunk])
+        pos += per_chunk
+        await shared.add(chunk)
+        embedder.table = {t: embedder.table[t] for t in (*texts, *qtexts)}  # keep RAM flat
+        at += n
+    for i in range(pos, len(mine), BATCH):
+        await shared.add(mine[i : i + BATCH])
+    modes = {}
+    for label, path in (("alone", alone_path), ("shared", shared_path)):
+        for mode in ("keyword", "vector", "hybrid"):
+            modes[(label, mode)] = SQLiteMemory(path, embedder=embedder, search_mode=mode)
+            await modes[(label, mode)].search(qtexts[0], scope=me, k=K)  # warm the vector cache
+    await alone.aclose()
+    await shared.aclose()
+    methods: dict[str, Callable[[int], Any]] = {
+        f"{mode}|{label}": (lambda i, m=m: m.search(qtexts[i], scope=me, k=K)) for (label, mode), m in modes.items()
+    }
+    times = await interleaved(methods, queries)
+    for m in modes.values():
+        await m.aclose()
+    rows = []
+    for mode in ("keyword", "vector", "hybrid"):
+        a, s = median_ms(times[f"{mode}|alone"]), median_ms(times[f"{mode}|shared"])
+        rows.append([mode, mine_n, others, a, s, s / a])
+    return rows
+
+
+def remove(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+
+
+def scratch(folder: str | None) -> Path:
+    path = Path(folder or tempfile.mkdtemp(prefix="memoryport-bench-"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def write(path: str, text: str) -> None:
+    Path(path).write_text(text)
+
+
+# -- main --------------------------------------------------------------------------------
+
+
+async def main(argv: Sequence[str] | None = None) -> str:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.sqlite_bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--add-sizes", type=int, nargs="+", default=None, help="default: --sizes without 1M")
+    parser.add_argument("--tenant-others", type=int, default=100_000)
+    parser.add_argument("--tenant-mine", type=int, default=10_000)
+    parser.add_argument("--queries", type=int, default=60)
+    parser.add_argument("--runs", type=int, default=3, help="add-throughput runs per kind")
+    parser.add_argument("--vec0-max", type=int, default=100_000, help="largest size compared with sqlite-vec")
+    parser.add_argument("--only", choices=["add", "search", "tenant"], nargs="+", default=["add", "search", "tenant"])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: checks that the harness runs")
+    parser.add_argument("--dir", default=None, help="scratch folder (default: a temporary one)")
+    parser.add_argument("--out", default=None, help="also write the tables to this Markdown file")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.sizes, args.tenant_mine, args.tenant_others, args.queries, args.runs = [2_000], 2_000, 5_000, 8, 1
+    add_sizes = args.add_sizes or [s for s in args.sizes if s <= 100_000]
+    folder = scratch(args.dir)
+    corpus = Corpus()
+    out: list[str] = []
+
+    def emit(text: str) -> None:
+        print(text, flush=True)
+        out.append(text)
+
+    probe = SQLiteMemory(folder / "probe.db")
+    emit(
+        f"Python {platform.python_version()}, SQLite {probe.sqlite_version} ({probe.driver}), numpy {np.__version__}, "
+        f"{os.cpu_count()} cores, text source: {'LoCoMo word counts' if LOCOMO.exists() else 'Zipf pseudo-words'}, "
+        f"command: `python -m benchmarks.sqlite_bench {' '.join(argv if argv is not None else sys.argv[1:])}`"
+    )
+    await probe.aclose()
+    try:
+        if "add" in args.only:
+            rows = []
+            for n in add_sizes:
+                rows += await bench_add(corpus, n, args.runs, folder)
+            emit("\n### Add throughput (records/s, batches of 10,000, through the public API unless said)\n")
+            emit(table(["kind", "records", "median /s", "min /s", "max /s", "runs"], rows))
+        if "search" in args.only:
+            await search_section(args, corpus, folder, emit)
+        if "tenant" in args.only:
+            rows = await bench_tenant(corpus, args.tenant_mine, args.tenant_others, args.queries, folder)
+            emit(
+                f"\n### Tenant test: one user's {args.tenant_mine:,} records alone vs among "
+                f"{args.tenant_others:,} others' (k={K})\n"
+            )
+            emit(table(["mode", "my records", "other records", "alone ms", "shared ms", "ratio"], rows))
+    finally:
+        if args.dir is None:
+            shutil.rmtree(folder, ignore_errors=True)
+    text = "\n".join(out) + "\n"
+    if args.out:
+        write(args.out, text)
+    return text
+
+
+async def search_section(args: argparse.Namespace, corpus: Corpus, folder: Path, emit: Callable[[str], None]) -> None:
+    rows, infos = [], []
+    for n in args.sizes:
+        r, info = await bench_search(corpus, n, args.queries, folder, with_vec0=n <= args.vec0_max)
+        rows += r
+        infos.append([n, info["cold_vector_ms"], info["recall_vs_numpy"]])
+        for f in (folder / f"search-{n}.db", folder / f"vec0-{n}.db"):
+            remove(f)
+    emit(f"\n### Search latency, one user holding every record, k={K}, {DIM}-d ({args.queries} queries)\n")
+    emit(table(["method", "records", "median ms", "p95 ms", "x best numpy"], rows))
+    emit("\nFirst vector search after opening (reads the scope's vectors into RAM), and recall@10 vs numpy:\n")
+    emit(table(["records", "cold first search ms", "recall@10 vs numpy"], infos))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

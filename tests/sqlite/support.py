@@ -1,0 +1,39 @@
+"""Helpers of the SQLite backend's tests: drivers, a deterministic embedder, the worker script."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memoryport import CallableEmbedder
+from memoryport.adapters.sqlite.ranking import query_terms
+
+HERE = Path(__file__).parent
+WORKER = HERE / "worker.py"
+
+# Python's own sqlite3 (3.40 here: FTS5 'optimize' erasure) and a newer SQLite
+# from the pysqlite3-binary wheel (FTS5 secure-delete). CI installs both via the dev extra.
+DRIVERS = ["sqlite3", "pysqlite3"]
+
+
+def bow_vectors(texts: list[str], dim: int = 64) -> np.ndarray[Any, np.dtype[np.float32]]:
+    """Hashed bag of words: deterministic, and texts sharing words are similar."""
+    out = np.zeros((len(texts), dim), dtype=np.float32)
+    for i, text in enumerate(texts):
+        for word in query_terms(text, stopwords=frozenset()):
+            h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "big")
+            out[i, h % dim] += 1.0 if (h >> 32) & 1 else -1.0
+        out[i, -1] += 0.01  # never the zero vector
+    return out
+
+
+def bow_embedder(dim: int = 64, name: str = "bow-64") -> CallableEmbedder:
+    return CallableEmbedder(lambda texts: bow_vectors(texts, dim), dim=dim, name=name)
+
+
+def python() -> str:
+    return sys.executable

@@ -1,0 +1,36 @@
+"""The benchmark harness runs (at a tiny size; no timing is asserted)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.sqlite_bench import main
+
+
+@pytest.mark.anyio
+async def test_sqlite_bench_runs_at_a_tiny_size(tmp_path: Path) -> None:
+    out = tmp_path / "bench.md"
+    text = await main(
+        [
+            "--sizes",
+            "300",
+            "--tenant-mine",
+            "200",
+            "--tenant-others",
+            "600",
+            "--queries",
+            "3",
+            "--runs",
+            "1",
+            "--dir",
+            str(tmp_path / "scratch"),
+            "--out",
+            str(out),
+        ]
+    )
+    assert out.read_text() == text
+    for heading in ("Add throughput", "Search latency", "Tenant test"):
+        assert heading in text
+    assert "numpy brute force" in text and "| hybrid |" in text

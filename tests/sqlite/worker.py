@@ -1,0 +1,96 @@
+"""Child processes of the SQLite tests (run as a script: `python worker.py COMMAND ...`)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+import traceback
+
+import numpy as np
+
+from memoryport import CallableEmbedder, MemoryRecord, MemoryScope, SQLiteMemory
+
+
+def constant_embedder() -> CallableEmbedder:
+    return CallableEmbedder(lambda texts: np.ones((len(texts), 8)), dim=8, name="constant-8")
+
+
+def concurrent(path: str, driver: str, proc: int, batches: int, size: int) -> int:
+    """Two threads, each on its own event loop, adding batches and searching the same file."""
+    memory = SQLiteMemory(path, driver=driver)
+    errors: list[str] = []
+
+    def thread(t: int) -> None:
+        async def run() -> None:
+            scope = MemoryScope(user_id=f"user{(proc + t) % 3}", session_id=f"p{proc}t{t}")
+            for b in range(batches):
+                records = [
+                    MemoryRecord(
+                        scope=scope,
+                        text=f"record p{proc} t{t} b{b} r{i} shared words",
+                        metadata={"p": proc, "t": t, "b": b, "i": i},
+                    )
+                    for i in range(size)
+                ]
+                await memory.add(records)
+                await memory.search("shared words", scope=MemoryScope(user_id=scope.user_id), k=5)
+                await memory.search("", scope=scope, k=3)
+
+        try:
+            asyncio.run(run())
+        except BaseException:
+            errors.append(traceback.format_exc())
+
+    threads = [threading.Thread(target=thread, args=(t,)) for t in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    memory.close()
+    for e in errors:
+        print(e, file=sys.stderr)
+    return 1 if errors else 0
+
+
+def crash(path: str, driver: str, start: int, size: int) -> int:
+    """Add batches forever, printing each committed batch number; the parent kills us."""
+    memory = SQLiteMemory(path, driver=driver)
+    scope = MemoryScope(user_id="crash")
+    b = start
+    while True:
+        memory.add_sync(
+            [
+                MemoryRecord(scope=scope, text=f"batch {b} record {i} " + "filler " * 20, metadata={"batch": b})
+                for i in range(size)
+            ]
+        )
+        print(f"committed {b}", flush=True)
+        b += 1
+
+
+def add_one(path: str, driver: str, user: str, text: str, embed: str) -> int:
+    memory = SQLiteMemory(path, embedder=constant_embedder() if embed == "1" else None, driver=driver)
+    memory.add_sync([MemoryRecord(scope=MemoryScope(user_id=user), text=text)])
+    memory.close()
+    return 0
+
+
+def delete_user(path: str, driver: str, user: str, embed: str) -> int:
+    memory = SQLiteMemory(path, embedder=constant_embedder() if embed == "1" else None, driver=driver)
+    memory.delete_sync(scope=MemoryScope(user_id=user))
+    memory.close()
+    return 0
+
+
+if __name__ == "__main__":
+    command, *args = sys.argv[1:]
+    if command == "concurrent":
+        sys.exit(concurrent(args[0], args[1], int(args[2]), int(args[3]), int(args[4])))
+    if command == "crash":
+        sys.exit(crash(args[0], args[1], int(args[2]), int(args[3])))
+    if command == "add":
+        sys.exit(add_one(*args))
+    if command == "delete_user":
+        sys.exit(delete_user(*args))
+    sys.exit(f"unknown command {command}")
