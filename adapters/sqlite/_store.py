@@ -27,6 +27,7 @@ from memoryport._embedding import EmbeddingPort, check_matrix
 from memoryport._errors import BackendError, EmbedderMismatch, EmbeddingError, InvalidInput, UsageError
 from memoryport._port import Capability, SearchResults
 from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MetadataValue, utcnow
+from memoryport._rerank import RerankerPort, check_scores
 
 from . import ranking
 from ._driver import load_driver, version_tuple
@@ -158,6 +159,10 @@ async def _embed(embedder: EmbeddingPort, texts: list[str]) -> F32:
 _BLAS_FROM = 64_000_000
 
 
+# How many of a user's records on each side of a candidate the neighbour lookup reads.
+_NEIGHBOUR_SCAN = 16
+
+
 def _dot(matrix: F32, q: F32) -> F32:
     if matrix.size < _BLAS_FROM:
         return np.einsum("ij,j->i", matrix, q)  # type: ignore[no-any-return]
@@ -258,6 +263,8 @@ class SQLiteStore:
         cache_bytes: int = 2 << 30,
         candidates: int = 50,
         search_mode: str = "hybrid",
+        reranker: RerankerPort | None = None,
+        rerank_candidates: int = 20,
     ) -> None:
         if search_mode not in ("hybrid", "vector", "keyword"):
             raise InvalidInput("search_mode must be 'hybrid', 'vector' or 'keyword'", field="search_mode")
@@ -272,6 +279,8 @@ class SQLiteStore:
         self.busy_timeout = busy_timeout
         self.cache_bytes = cache_bytes
         self.candidates = candidates
+        self.reranker = reranker
+        self.rerank_candidates = rerank_candidates
         self._local = threading.local()
         self._connections: list[Conn] = []
         self._conn_lock = threading.Lock()
@@ -791,10 +800,28 @@ class SQLiteStore:
                     os.path.basename(self.path),
                     type(exc).__name__,
                 )
+        fetch = max(k, self.rerank_candidates) if self.reranker is not None else k
         hits = await self._run(
-            lambda: self._read(lambda conn: self._search(conn, query, qvec, mode, scope, k, filters))
+            lambda: self._read(lambda conn: self._search(conn, query, qvec, mode, scope, fetch, filters))
         )
-        return SearchResults(hits, mode=mode)
+        if self.reranker is not None and len(hits) > 1:
+            hits = await self._rerank(self.reranker, query, hits)
+        return SearchResults(hits[:k], mode=mode)
+
+    async def _rerank(self, reranker: RerankerPort, query: str, hits: list[MemoryHit]) -> list[MemoryHit]:
+        """Order the fused candidates by the reranker's scores; on failure keep the fused order (WARNING)."""
+        try:
+            scores = check_scores(await reranker.rerank(query, [h.record.text for h in hits]), len(hits),
+                                  getattr(reranker, "name", "reranker"))
+        except Exception as exc:
+            logger.warning(
+                "SQLite %s: the reranker failed during search (%s); keeping the fused order",
+                os.path.basename(self.path),
+                type(exc).__name__,
+            )
+            return hits
+        order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))
+        return [MemoryHit(record=hits[i].record, score=scores[i], signal=hits[i].signal) for i in order]
 
     def _recent(
         self, conn: Conn, scope: MemoryScope, k: int, filters: Mapping[str, MetadataValue] | None
@@ -822,24 +849,67 @@ class SQLiteStore:
         filters: Mapping[str, MetadataValue] | None,
     ) -> list[MemoryHit]:
         now = _us(utcnow())
+        limit = max(k, self.candidates)
         if qvec is None or mode == "keyword":
-            ranked = self._keyword(conn, query, scope, k, filters, now)
+            scored = list(ranking.normalise(self._keyword(conn, query, scope, limit, filters, now)).items())
             signal = "keyword"
         elif mode == "vector":
-            ranked = self._vector(conn, qvec, scope, k, filters, now)
+            # Pure cosine similarity: the scores keep their meaning, no neighbours.
+            scored = self._vector(conn, qvec, scope, k, filters, now)
             signal = "vector"
         else:
-            limit = max(k, self.candidates)
             keyword = self._keyword(conn, query, scope, limit, filters, now)
             vector = self._vector(conn, qvec, scope, limit, filters, now)
-            ranked = ranking.reciprocal_rank_fusion([[rid for rid, _ in keyword], [rid for rid, _ in vector]])[:k]
+            scored = ranking.fuse(keyword, vector)
             signal = "hybrid"
+        if signal == "vector":
+            ranked = scored
+        else:
+            # Keyword search re-ranks its own matches only: every hit still contains a query word.
+            neighbours = self._neighbours(conn, [rid for rid, _ in scored], filters, now)
+            ranked = ranking.spread_to_neighbours(scored, neighbours, only_scored=signal == "keyword")[:k]
         rows = self._rows(conn, [rid for rid, _ in ranked])
         return [
             MemoryHit(record=_record(rows[rid]), score=score, signal=signal)
             for rid, score in ranked
             if rid in rows
         ]
+
+    def _neighbours(
+        self, conn: Conn, rids: Sequence[int], filters: Mapping[str, MetadataValue] | None, now: int
+    ) -> dict[int, list[tuple[int, int]]]:
+        """rid -> (rid, distance) of the live records of its exact scope written just before and after it.
+
+        Up to ``ranking.NEIGHBOUR_WINDOW`` on each side, in (created_at, rid) order, matching the filters.
+        """
+        window = ranking.NEIGHBOUR_WINDOW
+        if not rids or not ranking.NEIGHBOUR_WEIGHT or window < 1:
+            return {}
+        # Only the user's nearest _NEIGHBOUR_SCAN records on each side are looked at, so a
+        # selective filter or interleaved sessions cannot make this walk a user's whole history.
+        fsql, fparams = _filter_sql(filters, alias="w")
+        side = (
+            "(SELECT json_group_array(json_array(t, rid)) FROM (SELECT w.t AS t, w.rid AS rid FROM ("
+            "SELECT n.created_at AS t, n.rid AS rid, n.session_id AS s, n.agent_id AS a, n.expires_at AS e "
+            "FROM records n WHERE n.user_id IS c.user_id AND (n.created_at, n.rid) {op} (c.created_at, c.rid) "
+            "ORDER BY n.created_at {dir}, n.rid {dir} LIMIT ?) AS w "
+            "WHERE w.s IS c.session_id AND w.a IS c.agent_id AND (w.e IS NULL OR w.e > ?)" + fsql + " "
+            "ORDER BY w.t {dir}, w.rid {dir} LIMIT ?))"
+        )
+        one_side = [_NEIGHBOUR_SCAN, now, *fparams, window]
+        rows = conn.execute(
+            f"SELECT c.rid, {side.format(op='<', dir='DESC')}, {side.format(op='>', dir='ASC')} "
+            f"FROM records c WHERE c.rid IN ({','.join('?' * len(rids))})",
+            [*one_side, *one_side, *rids],
+        ).fetchall()
+        out: dict[int, list[tuple[int, int]]] = {}
+        for rid, before, after in rows:
+            # sorted here: an aggregate's input order is not guaranteed
+            near_first = (sorted(json.loads(before or "[]"), reverse=True), sorted(json.loads(after or "[]")))
+            out[int(rid)] = [
+                (int(other), distance) for side_rows in near_first for distance, (_, other) in enumerate(side_rows, 1)
+            ]
+        return out
 
     def _rows(self, conn: Conn, rids: Sequence[int]) -> dict[int, Sequence[Any]]:
         if not rids:

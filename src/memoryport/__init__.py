@@ -36,19 +36,30 @@ from ._port import Capability, MemoryPort, SearchResults
 from ._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemoryScope, MetadataValue
 
 if TYPE_CHECKING:
+    from ._copy import CopyReport, copy_memories, copy_memories_sync
+    from ._rerank import CallableReranker, RerankerPort
     from .adapters.callable import CallableMemory
     from .adapters.graphiti import GraphitiMemory
+    from .adapters.mem0 import Mem0Memory
     from .adapters.sqlite import SQLiteMemory
     from .adapters.zep import ZepMemory
+    from .embedders.local import LocalEmbedder
 
 __version__ = "0.1.0"
 
 # name -> module that defines it; imported on first attribute access.
 _LAZY: dict[str, str] = {
     "CallableMemory": "memoryport.adapters.callable",
+    "CallableReranker": "memoryport._rerank",
+    "CopyReport": "memoryport._copy",
     "GraphitiMemory": "memoryport.adapters.graphiti",
+    "LocalEmbedder": "memoryport.embedders.local",
+    "Mem0Memory": "memoryport.adapters.mem0",
+    "RerankerPort": "memoryport._rerank",
     "SQLiteMemory": "memoryport.adapters.sqlite",
     "ZepMemory": "memoryport.adapters.zep",
+    "copy_memories": "memoryport._copy",
+    "copy_memories_sync": "memoryport._copy",
 }
 
 __all__ = [
@@ -56,7 +67,9 @@ __all__ = [
     "BackendError",
     "CallableEmbedder",
     "CallableMemory",
+    "CallableReranker",
     "Capability",
+    "CopyReport",
     "EmbedderMismatch",
     "EmbeddingError",
     "EmbeddingPort",
@@ -65,6 +78,8 @@ __all__ = [
     "GuardedMemory",
     "InvalidInput",
     "Limits",
+    "LocalEmbedder",
+    "Mem0Memory",
     "MemoryEvent",
     "MemoryHit",
     "MemoryPort",
@@ -73,12 +88,15 @@ __all__ = [
     "MemoryportError",
     "MetadataValue",
     "MissingExtra",
+    "RerankerPort",
     "SQLiteMemory",
     "SearchResults",
     "UnsupportedCapability",
     "UsageError",
     "ZepMemory",
     "__version__",
+    "copy_memories",
+    "copy_memories_sync",
 ]
 
 

@@ -33,8 +33,8 @@ class MemoryEvent:
 
     Attributes:
         name: ``memory.added``, ``memory.searched``, ``memory.fetched``,
-            ``memory.deleted``, ``memory.exported``, ``memory.purged`` or
-            ``embedding.used``.
+            ``memory.deleted``, ``memory.exported``, ``memory.purged``,
+            ``embedding.used`` or ``rerank.used``.
         backend: the backend's name.
         count: records added, hits returned, records deleted, exported, ...
         latency_ms: wall time of the operation.
@@ -106,20 +106,29 @@ def deliver(sink: EventSink | None, event: MemoryEvent) -> None:
         logger.warning("event sink failed with %s; event dropped", type(exc).__name__)
 
 
-def report_usage(backend: str, *, texts: int, tokens: int | None = None, latency_ms: float = 0.0) -> None:
-    """Report embedding usage to the sink of the operation in progress.
+def report_usage(
+    backend: str,
+    *,
+    texts: int,
+    tokens: int | None = None,
+    latency_ms: float = 0.0,
+    event: str = "embedding.used",
+) -> None:
+    """Report model usage to the sink of the operation in progress.
 
-    Embedders call this so that a host can bill a run; outside an operation
-    (no current sink) it does nothing.
+    Embedders call this (``embedding.used``), and rerankers with
+    ``event="rerank.used"``, so that a host can bill a run; outside an
+    operation (no current sink) only the OpenTelemetry counters move.
     """
     usage = {"texts": texts}
     if tokens is not None:
         usage["tokens"] = tokens
     deliver(
         current_sink.get(),
-        MemoryEvent(name="embedding.used", backend=backend, count=texts, latency_ms=latency_ms, usage=usage),
+        MemoryEvent(name=event, backend=backend, count=texts, latency_ms=latency_ms, usage=usage),
     )
-    _telemetry().record_usage(backend, texts, tokens)
+    if event == "embedding.used":
+        _telemetry().record_usage(backend, texts, tokens)
 
 
 class _Telemetry:

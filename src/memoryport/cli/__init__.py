@@ -20,11 +20,14 @@ __all__ = ["COMMANDS", "main"]
 COMMANDS: dict[str, str] = {
     "doctor": "memoryport.cli.doctor:register",
     "demo": "memoryport.cli.demo:register",
+    "copy": "memoryport.cli.copy:register",
 }
 
 EPILOG = """examples:
   memoryport doctor                 what is installed, and what SQLite can do
   memoryport demo                   a scripted two-user conversation, offline
+  memoryport copy old.db new.db --user ann
+                                    copy Ann's memories (also to/from module:factory, e.g. Mem0)
 """
 
 

@@ -1,0 +1,360 @@
+"""Evidence recall@k of SQLiteMemory's keyword, vector and hybrid search on LoCoMo conversations.
+
+Each conversation becomes one scope (``user_id`` = the sample id) holding one
+record per dialogue turn: the text is ``"<speaker>: <turn>"``, followed by
+``" [shares a photo: <caption>]"`` when the turn shared an image; the
+metadata holds the turn id, speaker, session number and session date, and
+``created_at`` is the session's date. Every question with evidence is then
+asked in its conversation's scope, and recall@k is the fraction of its
+evidence turns among the first k hits, averaged over questions, overall and
+per category. Malformed evidence ids are normalised where unambiguous
+(``"D8:6; D9:17"`` -> two ids, ``"D:11:26"`` -> ``D11:26``, ``"D30:05"`` ->
+``D30:5``); the rest are dropped and counted.
+
+    python benchmarks/locomo.py [DATA] [--modes keyword,vector,hybrid] [--cache DIR] [--json FILE]
+    python benchmarks/locomo.py [DATA] --ablation      # one row per ranking change, cumulative
+
+``--ablation`` switches the ranking steps of ``memoryport.adapters.sqlite.ranking``
+off and on in turn (stopwords, fusion by scores instead of ranks, neighbours)
+to show what each gained.
+
+DATA defaults to ../shared/data/locomo/locomo-dev.json (beside the repository).
+The data is CC BY-NC: benchmarks only, never shipped in the package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+KS = (5, 10, 25, 50)
+_EVIDENCE = re.compile(r"^D:?(\d+):0*(\d+)$")
+
+
+@dataclass
+class Turn:
+    dia_id: str
+    speaker: str
+    text: str
+    caption: str | None
+    session: int
+    date: datetime
+
+
+@dataclass
+class Question:
+    text: str
+    category: int
+    evidence: list[str]
+
+
+@dataclass
+class Conversation:
+    sample_id: str
+    turns: list[Turn]
+    questions: list[Question]
+
+
+@dataclass
+class EvidenceReport:
+    ids: int = 0
+    normalised: int = 0
+    dropped: list[str] = field(default_factory=list)
+    questions_without_evidence: int = 0
+
+
+def parse_date(text: str) -> datetime:
+    """``"1:56 pm on 8 May, 2023"`` -> an aware UTC datetime."""
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
+
+
+def normalise_evidence(raw: str, known: set[str]) -> tuple[list[str], list[str]]:
+    """(ids found among ``known``, pieces dropped) for one evidence string."""
+    kept, dropped = [], []
+    for piece in re.split(r"[;,\s]+", raw.strip()):
+        if not piece:
+            continue
+        m = _EVIDENCE.match(piece)
+        candidate = f"D{int(m.group(1))}:{int(m.group(2))}" if m else piece
+        (kept if candidate in known else dropped).append(candidate if m else piece)
+    return kept, dropped
+
+
+def load(path: Path) -> tuple[list[Conversation], EvidenceReport]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    report = EvidenceReport()
+    conversations = []
+    for sample in data:
+        conv = sample["conversation"]
+        turns: list[Turn] = []
+        n = 1
+        while f"session_{n}" in conv:
+            date = parse_date(conv[f"session_{n}_date_time"])
+            for turn in conv[f"session_{n}"]:
+                turns.append(Turn(turn["dia_id"], turn["speaker"], turn["text"], turn.get("blip_caption"), n, date))
+            n += 1
+        known = {t.dia_id for t in turns}
+        questions = []
+        for qa in sample["qa"]:
+            evidence: list[str] = []
+            for raw in qa.get("evidence", []):
+                report.ids += 1
+                kept, dropped = normalise_evidence(raw, known)
+                if kept and kept != [raw]:
+                    report.normalised += 1
+                report.dropped += [f"{sample['sample_id']}:{d}" for d in dropped]
+                evidence += [e for e in kept if e not in evidence]
+            if evidence:
+                questions.append(Question(qa["question"], int(qa["category"]), evidence))
+            else:
+                report.questions_without_evidence += 1
+        conversations.append(Conversation(sample["sample_id"], turns, questions))
+    return conversations, report
+
+
+def record_text(turn: Turn) -> str:
+    text = f"{turn.speaker}: {turn.text}"
+    if turn.caption:
+        text += f" [shares a photo: {turn.caption}]"
+    return text
+
+
+class CachedEmbedder:
+    """Wraps an embedder with a vector cache on disk, to iterate on ranking quickly (timings then exclude it)."""
+
+    def __init__(self, inner: Any, folder: Path) -> None:
+        import numpy as np
+
+        self.inner = inner
+        folder.mkdir(parents=True, exist_ok=True)
+        self.file = folder / f"{hashlib.sha256(inner.name.encode()).hexdigest()[:16]}.npz"
+        self.vectors: dict[str, Any] = {}
+        if self.file.exists():
+            with np.load(self.file) as z:
+                self.vectors = dict(zip(z["keys"].tolist(), z["rows"], strict=True))
+        self.dirty = False
+
+    @property
+    def name(self) -> str:
+        return str(self.inner.name)
+
+    @property
+    def dim(self) -> int:
+        return int(self.inner.dim)
+
+    async def embed(self, texts: Sequence[str]) -> Any:
+        import numpy as np
+
+        missing = [t for t in dict.fromkeys(texts) if t not in self.vectors]
+        if missing:
+            rows = await self.inner.embed(missing)
+            self.vectors.update(zip(missing, rows, strict=True))
+            self.dirty = True
+        return np.stack([self.vectors[t] for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+
+    def save(self) -> None:
+        import numpy as np
+
+        if self.dirty:
+            keys = list(self.vectors)
+            np.savez(self.file, keys=np.array(keys), rows=np.stack([self.vectors[k] for k in keys]))
+
+
+ABLATION = ["naive", "+stopwords", "+score fusion", "+neighbours"]
+
+
+def configure_ranking(step: str) -> None:
+    """Switch the ranking steps of SQLiteMemory on up to ``step`` (see ``ABLATION``), for the ablation table."""
+    from memoryport.adapters.sqlite import ranking
+
+    original = configure_ranking.__dict__.setdefault(
+        "original", (ranking.STOPWORDS, ranking.fuse, ranking.NEIGHBOUR_WEIGHT)
+    )
+    stopwords, fuse, neighbour_weight = original
+    level = ABLATION.index(step)
+
+    def rank_fusion(keyword: Any, vector: Any, **_: Any) -> Any:
+        return ranking.reciprocal_rank_fusion([[key for key, _ in keyword], [key for key, _ in vector]])
+
+    ranking.STOPWORDS = stopwords if level >= 1 else frozenset()
+    if (ranking.query_terms.__kwdefaults__ or {}).get("stopwords") is not None:  # bound at definition
+        ranking.query_terms.__kwdefaults__["stopwords"] = ranking.STOPWORDS
+    ranking.fuse = fuse if level >= 2 else rank_fusion
+    ranking.NEIGHBOUR_WEIGHT = neighbour_weight if level >= 3 else 0.0
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    from memoryport import MemoryRecord, MemoryScope
+    from memoryport.adapters.sqlite import SQLiteMemory
+    from memoryport.embedders.local import LocalEmbedder
+
+    conversations, report = load(args.data)
+    if args.conversations:
+        conversations = [c for c in conversations if c.sample_id in args.conversations]
+    embedder: Any = LocalEmbedder(args.model)
+    if args.cache:
+        embedder = CachedEmbedder(embedder, args.cache)
+    modes = args.modes
+    folder = Path(tempfile.mkdtemp(prefix="memoryport-locomo-"))
+    db = folder / "locomo.db"
+    memories = {mode: SQLiteMemory(db, embedder=embedder, search_mode=mode) for mode in modes}
+    writer = memories[modes[0]]
+    start = time.perf_counter()
+    for conv in conversations:
+        scope = MemoryScope(user_id=conv.sample_id)
+        records = [
+            MemoryRecord(
+                scope=scope,
+                text=record_text(t),
+                metadata={"dia_id": t.dia_id, "speaker": t.speaker, "session": t.session,
+                          "session_date": t.date.date().isoformat()},
+                created_at=t.date + timedelta(seconds=i),
+            )
+            for i, t in enumerate(conv.turns)
+        ]
+        await writer.add(records)
+    index_s = time.perf_counter() - start
+
+    ids_by_record: dict[str, str] = {}
+    for conv in conversations:
+        for rec in await writer.export(MemoryScope(user_id=conv.sample_id)):
+            ids_by_record[str(rec.id)] = str(rec.metadata["dia_id"])
+
+    steps = ABLATION if args.ablation else [None]
+    result: dict[str, Any] = {
+        "data": str(args.data),
+        "conversations": [c.sample_id for c in conversations],
+        "turns": sum(len(c.turns) for c in conversations),
+        "questions": sum(len(c.questions) for c in conversations),
+        "evidence": {"ids": report.ids, "normalised": report.normalised, "dropped": report.dropped,
+                     "questions_without_evidence": report.questions_without_evidence},
+        "embedder": embedder.name,
+        "index_seconds": round(index_s, 1),
+        "cached_embeddings": bool(args.cache),
+        "steps": {},
+    }
+    for step in steps:
+        if step is not None:
+            configure_ranking(step)
+        result["steps"][step or "current"] = await ask(conversations, memories, ids_by_record)
+    for memory in memories.values():
+        await memory.aclose()
+    if isinstance(embedder, CachedEmbedder):
+        embedder.save()
+    shutil.rmtree(folder)
+    return result
+
+
+async def ask(conversations: list[Conversation], memories: dict[str, Any], ids_by_record: dict[str, str]
+              ) -> dict[str, Any]:
+    """Ask every question in every mode; recall@k and latency per mode."""
+    from memoryport import MemoryScope
+
+    modes = list(memories)
+    recalls: dict[str, dict[int, dict[int, list[float]]]] = {m: {k: {} for k in KS} for m in modes}
+    latency: dict[str, list[float]] = {m: [] for m in modes}
+    for conv in conversations:
+        scope = MemoryScope(user_id=conv.sample_id)
+        for q in conv.questions:
+            for mode in modes:
+                t0 = time.perf_counter()
+                hits = await memories[mode].search(q.text, scope=scope, k=max(KS))
+                latency[mode].append((time.perf_counter() - t0) * 1000)
+                found = [ids_by_record[str(h.record.id)] for h in hits]
+                for k in KS:
+                    top = set(found[:k])
+                    value = sum(e in top for e in q.evidence) / len(q.evidence)
+                    recalls[mode][k].setdefault(q.category, []).append(value)
+
+    def mean(values: list[float]) -> float:
+        return 100 * sum(values) / len(values) if values else float("nan")
+
+    result: dict[str, Any] = {}
+    for mode in modes:
+        overall = {k: mean([v for vs in recalls[mode][k].values() for v in vs]) for k in KS}
+        per_cat = {CATEGORIES[c]: {k: mean(recalls[mode][k].get(c, [])) for k in KS}
+                   for c in sorted(recalls[mode][KS[0]])}
+        counts = {CATEGORIES[c]: len(v) for c, v in sorted(recalls[mode][KS[0]].items())}
+        lat = sorted(latency[mode])
+        result[mode] = {
+            "recall": overall,
+            "per_category": per_cat,
+            "questions_per_category": counts,
+            "ms_per_query_median": statistics.median(lat),
+            "ms_per_query_p95": lat[int(0.95 * (len(lat) - 1))],
+        }
+    return result
+
+
+def print_tables(result: dict[str, Any]) -> None:
+    ev = result["evidence"]
+    print(f"# {len(result['conversations'])} conversations, {result['turns']} turns, {result['questions']} "
+          f"questions with evidence; embedder {result['embedder']}; indexed in {result['index_seconds']} s")
+    print(f"# evidence ids: {ev['ids']}, normalised {ev['normalised']}, dropped {len(ev['dropped'])} "
+          f"{ev['dropped']}; questions left without evidence: {ev['questions_without_evidence']}")
+    if result["cached_embeddings"]:
+        print("# embeddings came from a cache: per-query times exclude embedding the query")
+    steps = result["steps"]
+    print()
+    print("| ranking | mode | R@5 | R@10 | R@25 | R@50 | ms/query median (p95) |")
+    print("|---|---|---|---|---|---|---|")
+    for step, modes in steps.items():
+        for mode, m in modes.items():
+            r = m["recall"]
+            print(f"| {step} | {mode} | {r[5]:.1f} | {r[10]:.1f} | {r[25]:.1f} | {r[50]:.1f} | "
+                  f"{m['ms_per_query_median']:.1f} ({m['ms_per_query_p95']:.1f}) |")
+    last = list(steps.values())[-1]
+    cats = list(next(iter(last.values()))["per_category"])
+    counts = next(iter(last.values()))["questions_per_category"]
+    print()
+    print(f"Per category ({list(steps)[-1]}), R@5 / R@10:")
+    print()
+    print("| mode | " + " | ".join(f"{c} ({counts[c]})" for c in cats) + " |")
+    print("|---|" + "---|" * len(cats))
+    for mode, m in last.items():
+        cells = [f"{m['per_category'][c][5]:.1f} / {m['per_category'][c][10]:.1f}" for c in cats]
+        print(f"| {mode} | " + " | ".join(cells) + " |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("data", nargs="?", type=Path, default=DEFAULT_DATA, help="a LoCoMo JSON file")
+    ap.add_argument("--modes", default="keyword,vector,hybrid", type=lambda s: s.split(","))
+    ap.add_argument("--conversations", default=None, type=lambda s: s.split(","), help="sample ids to keep")
+    ap.add_argument("--model", default=None, help="LocalEmbedder model folder (default: all-MiniLM-L6-v2)")
+    ap.add_argument("--cache", type=Path, default=None, help="keep embeddings in this folder between runs")
+    ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument("--ablation", action="store_true", help="one row per ranking change (cumulative)")
+    args = ap.parse_args(argv)
+    if not args.data.is_file():
+        print(f"no LoCoMo file at {args.data}", file=sys.stderr)
+        return 2
+    result = asyncio.run(run(args))
+    print_tables(result)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

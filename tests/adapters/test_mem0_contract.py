@@ -1,0 +1,26 @@
+"""The contract suite on Mem0Memory: the real mem0 ``Memory`` and ``AsyncMemory`` (see conftest.py)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mem0")
+contracts = pytest.importorskip("memoryport.contracts")
+if not hasattr(contracts, "MemoryContract"):
+    pytest.skip("the contract suite is not on this branch yet", allow_module_level=True)
+
+from memoryport import Mem0Memory  # noqa: E402
+from memoryport.contracts import MemoryContract  # noqa: E402
+
+
+class TestMem0Memory(MemoryContract):  # type: ignore[misc,valid-type]
+    """Runs once on a sync ``mem0.Memory`` and once on an ``AsyncMemory`` (qdrant in memory)."""
+
+    @pytest.fixture
+    async def memory(self, mem0_client: Any) -> AsyncIterator[Mem0Memory]:
+        m = Mem0Memory(mem0_client)
+        yield m
+        await m.aclose()

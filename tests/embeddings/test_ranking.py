@@ -1,0 +1,186 @@
+"""The retrieval-quality steps of SQLiteMemory: stopwords, score fusion, neighbours, reranking."""
+
+from __future__ import annotations
+
+import pytest
+
+from memoryport import CallableEmbedder, MemoryRecord, MemoryScope
+from memoryport.adapters.sqlite import SQLiteMemory
+from memoryport.adapters.sqlite.ranking import (
+    STOPWORDS,
+    fuse,
+    match_expression,
+    normalise,
+    query_terms,
+    spread_to_neighbours,
+)
+
+ANN = MemoryScope(user_id="ann")
+
+
+def test_stopwords_are_dropped_unless_nothing_else_is_left() -> None:
+    assert query_terms("What did Ann paint after the trip?") == ["ann", "paint", "trip"]
+    assert query_terms("Who are you?") == ["who", "are", "you"]
+    assert query_terms("🍵") == []
+    assert match_expression("what is it") == '"what" OR "is" OR "it"'
+    assert {"what", "did", "the", "s"} <= STOPWORDS and "paint" not in STOPWORDS
+
+
+def test_normalise() -> None:
+    assert normalise([]) == {}
+    assert normalise([("a", 3.0)]) == {"a": 1.0}
+    assert normalise([("a", 2.0), ("b", 2.0)]) == {"a": 1.0, "b": 1.0}
+    assert normalise([("a", -1.0), ("b", -3.0), ("c", -2.0)]) == {"a": 1.0, "b": 0.0, "c": 0.5}
+
+
+def test_fuse_weights_normalised_scores() -> None:
+    fused = dict(fuse([("a", 10.0), ("b", 5.0), ("c", 0.0)], [("c", 0.9), ("d", 0.1)], keyword_weight=0.6))
+    assert fused == pytest.approx({"a": 0.6, "b": 0.3, "c": 0.4, "d": 0.0})
+    # a one-sided candidate can still win when its side is sure and the other is not
+    assert fuse([], [("x", 0.3), ("y", 0.2)])[0] == ("x", pytest.approx(0.4))
+    assert [k for k, _ in fuse([("a", 1.0), ("b", 1.0)], [])] == ["a", "b"]  # ties keep first appearance
+    with pytest.raises(ValueError):
+        fuse([], [], keyword_weight=1.5)
+
+
+def test_spread_to_neighbours() -> None:
+    scored = [("hit", 1.0), ("weak", 0.3)]
+    near = {"hit": [("before", 1), ("after", 1), ("far", 2)], "weak": [("hit", 1)]}
+    spread = dict(spread_to_neighbours(scored, near, weight=0.4))
+    assert spread == pytest.approx({"hit": 1.12, "before": 0.4, "after": 0.4, "far": 0.2, "weak": 0.3})
+    kept = spread_to_neighbours(scored, {"hit": [("before", 1), ("weak", 2)]}, weight=0.4, only_scored=True)
+    assert [k for k, _ in kept] == ["hit", "weak"] and dict(kept)["weak"] == pytest.approx(0.5)
+    assert spread_to_neighbours(scored, {"hit": [("x", 1)]}, weight=0.0) == scored
+    with pytest.raises(ValueError):
+        spread_to_neighbours(scored, {}, weight=-1)
+
+
+def bow(texts: list[str]) -> list[list[float]]:
+    vocab = ["paint", "sunset", "lake", "bus", "late", "trip", "tea"]
+    rows = []
+    for t in texts:
+        v = [float(w in t.lower()) for w in vocab] + [0.01]
+        n = sum(x * x for x in v) ** 0.5
+        rows.append([x / n for x in v])
+    return rows
+
+
+CONVERSATION = [
+    "Ben: The bus was late again today.",
+    "Ben: What did you paint last week?",
+    "Ann: A sunset over the lake!",
+    "Ben: Lovely. I had tea at the station.",
+    "Ann: I am planning a trip to Rome.",
+]
+
+
+def add_conversation(memory: SQLiteMemory, scope: MemoryScope = ANN) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    start = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
+    memory.add_sync(
+        [MemoryRecord(scope=scope, text=t, created_at=start + timedelta(minutes=i)) for i, t in enumerate(CONVERSATION)]
+    )
+
+
+def texts(hits: list[object]) -> list[str]:
+    return [h.record.text for h in hits]  # type: ignore[attr-defined]
+
+
+def test_keyword_search_returns_only_matching_records(tmp_path: object) -> None:
+    memory = SQLiteMemory(f"{tmp_path}/k.db")
+    add_conversation(memory)
+    # "paint" matches one turn only; its neighbours contain no query word and are not returned
+    assert texts(memory.search_sync("What did they paint?", scope=ANN, k=5)) == ["Ben: What did you paint last week?"]
+    memory.close()
+
+
+def test_hybrid_lifts_the_turn_after_a_match(tmp_path: object) -> None:
+    emb = CallableEmbedder(bow, dim=8, name="bow")
+    memory = SQLiteMemory(f"{tmp_path}/h.db", embedder=emb)
+    add_conversation(memory)
+    other = MemoryScope(user_id="ann", session_id="other")
+    memory.add_sync([MemoryRecord(scope=other, text="Ann: unrelated words entirely")])
+    hits = memory.search_sync("What did you paint?", scope=MemoryScope(user_id="ann", session_id=None), k=3)
+    top = texts(hits)
+    assert top[0] == "Ben: What did you paint last week?"
+    assert "Ann: A sunset over the lake!" in top[:2]  # the answer, next to the matching question
+    memory.close()
+
+
+def test_neighbours_respect_scope_and_filters(tmp_path: object) -> None:
+    from datetime import datetime, timezone
+
+    emb = CallableEmbedder(bow, dim=8, name="bow")
+    memory = SQLiteMemory(f"{tmp_path}/n.db", embedder=emb)
+    t = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
+    s1, s2 = MemoryScope(user_id="ann", session_id="s1"), MemoryScope(user_id="ann", session_id="s2")
+    memory.add_sync([MemoryRecord(scope=s1, text="paint the lake", created_at=t, metadata={"kind": "a"})])
+    memory.add_sync([MemoryRecord(scope=s2, text="nothing here", created_at=t)])
+    hits = memory.search_sync("paint", scope=s1, k=5)
+    assert texts(hits) == ["paint the lake"]  # s2's record is written next to it but is another scope
+    assert texts(memory.search_sync("paint", scope=ANN, k=5))[0] == "paint the lake"
+    assert memory.dropped_out_of_scope == 0
+    assert texts(memory.search_sync("paint", scope=s1, k=5, filters={"kind": "b"})) == []
+    memory.close()
+
+
+def test_reranker_reorders_the_first_stage(tmp_path: object) -> None:
+    from memoryport import CallableReranker, MemoryEvent
+
+    calls: list[int] = []
+
+    def by_length(query: str, texts: list[str]) -> list[float]:
+        calls.append(len(texts))
+        return [-len(t) for t in texts]  # shortest first, whatever the first stage said
+
+    events: list[MemoryEvent] = []
+    memory = SQLiteMemory(f"{tmp_path}/r.db", reranker=CallableReranker(by_length, name="len"), rerank_candidates=3,
+                          sink=events.append)
+    memory.add_sync([MemoryRecord(scope=ANN, text=t) for t in ("tea tea tea and more tea", "tea", "tea time", "x")])
+    hits = memory.search_sync("tea", scope=ANN, k=2)
+    assert texts(hits) == ["tea", "tea time"]
+    assert calls == [3]
+    assert [h.score for h in hits] == [-3.0, -8.0]
+    assert any(e.name == "rerank.used" and e.count == 3 for e in events)
+    assert memory.search_sync("", scope=ANN, k=1)[0].signal == "recent"  # listing is not reranked
+    memory.close()
+
+
+def test_failing_reranker_keeps_the_fused_order(tmp_path: object, caplog: pytest.LogCaptureFixture) -> None:
+    from memoryport import CallableReranker
+
+    def broken(query: str, texts: list[str]) -> list[float]:
+        return [1.0]  # wrong length
+
+    memory = SQLiteMemory(f"{tmp_path}/f.db", reranker=CallableReranker(broken, name="broken"))
+    memory.add_sync([MemoryRecord(scope=ANN, text=t) for t in ("green tea", "tea")])
+    with caplog.at_level("WARNING", logger="memoryport"):
+        hits = memory.search_sync("green tea", scope=ANN, k=2)
+    assert texts(hits) == ["green tea", "tea"]
+    assert "reranker failed" in caplog.text and "BackendError" in caplog.text
+    memory.close()
+
+
+def test_reranker_must_be_a_port(tmp_path: object) -> None:
+    from memoryport import InvalidInput, UsageError
+
+    with pytest.raises(UsageError):
+        SQLiteMemory(f"{tmp_path}/u.db", reranker=lambda q, t: t)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput):
+        SQLiteMemory(f"{tmp_path}/u.db", reranker=None, rerank_candidates=0)
+
+
+def test_neighbours_skip_other_sessions_written_in_between(tmp_path: object) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    emb = CallableEmbedder(bow, dim=8, name="bow")
+    memory = SQLiteMemory(f"{tmp_path}/i.db", embedder=emb)
+    t = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
+    s1, s2 = MemoryScope(user_id="ann", session_id="s1"), MemoryScope(user_id="ann", session_id="s2")
+    for i, (scope, text) in enumerate([(s1, "What did you paint?"), (s2, "noise"), (s1, "A sunset over the lake!")]):
+        memory.add_sync([MemoryRecord(scope=scope, text=text, created_at=t + timedelta(minutes=i))])
+    hits = memory.search_sync("paint", scope=s1, k=5)
+    assert texts(hits) == ["What did you paint?", "A sunset over the lake!"]
+    assert hits[1].score >= 0.4 * 0.99  # lifted as the distance-1 neighbour of the match
+    memory.close()
