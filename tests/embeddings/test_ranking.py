@@ -108,6 +108,32 @@ def test_hybrid_lifts_the_turn_after_a_match(tmp_path: object) -> None:
     memory.close()
 
 
+def test_context_weight_zero_turns_neighbours_off(tmp_path: object) -> None:
+    emb = CallableEmbedder(bow, dim=8, name="bow")
+    lifted = SQLiteMemory(f"{tmp_path}/on.db", embedder=emb)
+    plain = SQLiteMemory(f"{tmp_path}/off.db", embedder=emb, context_weight=0)
+    for memory in (lifted, plain):
+        add_conversation(memory)
+    query = "What did you paint?"
+    on = lifted.search_sync(query, scope=ANN, k=5)
+    off = plain.search_sync(query, scope=ANN, k=5)
+    sunset = "Ann: A sunset over the lake!"
+    score_on = next(h.score for h in on if h.record.text == sunset)
+    score_off = next((h.score for h in off if h.record.text == sunset), 0.0)
+    assert score_on > score_off  # the turn after the match got context only where enabled
+    for memory in (lifted, plain):
+        memory.close()
+
+
+def test_context_options_are_checked(tmp_path: object) -> None:
+    from memoryport import InvalidInput
+
+    with pytest.raises(InvalidInput, match="context_weight"):
+        SQLiteMemory(f"{tmp_path}/a.db", context_weight=1.5)
+    with pytest.raises(InvalidInput, match="context_window"):
+        SQLiteMemory(f"{tmp_path}/b.db", context_window=-1)
+
+
 def test_neighbours_respect_scope_and_filters(tmp_path: object) -> None:
     from datetime import datetime, timezone
 

@@ -134,3 +134,28 @@ def test_a_reader_blocking_the_checkpoint_is_a_warning(
     reader.close()
     assert memory.checkpoint()
     memory.close()
+
+
+def test_a_file_written_by_new_sqlite_is_erased_by_old_sqlite(db_path: str) -> None:
+    import subprocess
+
+    from memoryport.adapters.sqlite import available_drivers
+
+    from .support import WORKER, python
+
+    if "pysqlite3" not in available_drivers():
+        pytest.skip("needs the pysqlite3 driver")
+    secret = marker()
+    # Written by SQLite 3.51 (FTS5 secure-delete on) in another process...
+    subprocess.run([python(), str(WORKER), "add", db_path, "pysqlite3", "ann", f"Ann said {secret}", "0"], check=True)
+    subprocess.run([python(), str(WORKER), "add", db_path, "pysqlite3", "ben", "Ben keeps tea", "0"], check=True)
+    # ...then opened, searched and erased by Python's own sqlite3.
+    memory = SQLiteMemory(db_path, driver="sqlite3")
+    assert [h.record.text for h in memory.search_sync(secret, scope=ANN)] == [f"Ann said {secret}"]
+    assert memory.delete_sync(scope=ANN) == 1
+    memory.close()
+    assert leaks(db_path, [secret]) == []
+    conn = load_driver("sqlite3")[1].connect(db_path)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.execute("INSERT INTO records_fts(records_fts) VALUES ('integrity-check')")
+    conn.close()

@@ -518,3 +518,28 @@ def test_the_first_example_of_docs_sqlite_runs(tmp_path: Path, monkeypatch: pyte
     monkeypatch.chdir(tmp_path)
     exec(compile(block, "docs/sqlite.md[block 0]", "exec"), {"__name__": "sqlite_md"})
     assert (tmp_path / "memory.db").exists()
+
+
+def test_a_folder_path_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="is a folder"):
+        SQLiteMemory(tmp_path)
+
+
+def test_reembed_command_line(
+    db_path: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import memoryport
+    from memoryport.cli import main
+
+    memory = SQLiteMemory(db_path)
+    memory.add_sync([MemoryRecord(scope=ANN, text=f"tea number {i}") for i in range(5)])
+    memory.close()
+    # The command uses the local model; a deterministic stand-in keeps this test fast.
+    monkeypatch.setattr(memoryport, "LocalEmbedder", lambda: bow_embedder(), raising=False)
+    assert main(["reembed", "--db", db_path, "--batch-size", "2"]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == "re-embedded 5 memories with bow-64 (dim 64)"
+    assert err.splitlines() == ["re-embedded 0/5", "re-embedded 2/5", "re-embedded 4/5", "re-embedded 5/5"]
+    SQLiteMemory(db_path, embedder=bow_embedder()).close()  # the file now belongs to that embedder
+    assert main(["reembed", "--db", db_path + ".missing"]) == 2
+    assert "no memory file" in capsys.readouterr().err

@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "export": "memoryport.cli.export:register",
     "erase": "memoryport.cli.erase:register",
     "purge": "memoryport.cli.purge:register",
+    "reembed": "memoryport.cli.reembed:register",
     "stats": "memoryport.cli.stats:register",
     "mcp": "memoryport.cli.mcp:register",
     "copy": "memoryport.cli.copy:register",
@@ -41,6 +42,7 @@ EPILOG = """examples:
   memoryport erase --db memory.db --user ann --yes
   memoryport purge --db memory.db --retention-days 90
   memoryport stats --db memory.db
+  memoryport reembed --db memory.db                    re-embed every memory with the local model
   memoryport mcp --db memory.db --user ann             serve the tools to an MCP client
   memoryport copy old.db new.db --user ann             copy Ann's memories (also to/from module:factory)
   memoryport doctor                                    what is installed, and what SQLite can do
