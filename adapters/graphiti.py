@@ -19,8 +19,6 @@ came from.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
 import uuid as uuidlib
 from collections.abc import Mapping, Sequence
@@ -32,7 +30,15 @@ from memoryport._events import EventSink
 from memoryport._extras import require
 from memoryport._guard import GuardedMemory
 from memoryport._port import Capability, SearchResults
-from memoryport._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemoryScope, MetadataValue
+from memoryport._records import (
+    DEFAULT_LIMITS,
+    Limits,
+    MemoryHit,
+    MemoryRecord,
+    MemoryScope,
+    MetadataValue,
+    pseudonym,
+)
 
 __all__ = ["GraphitiMemory", "group_id_for"]
 
@@ -69,13 +75,7 @@ def group_id_for(user_id: str, *, prefix: str = "mp_", hash_key: bytes | str | N
         >>> group_id_for("ann")[:10]
         'mp_49915e0'
     """
-    data = user_id.encode("utf-8")
-    if hash_key is None:
-        digest = hashlib.sha256(data).hexdigest()
-    else:
-        key = hash_key.encode("utf-8") if isinstance(hash_key, str) else hash_key
-        digest = hmac.new(key, data, hashlib.sha256).hexdigest()
-    return f"{prefix}{digest}"
+    return pseudonym(user_id, prefix=prefix, hash_key=hash_key)
 
 
 def _utc(value: datetime | None) -> datetime | None:

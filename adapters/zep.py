@@ -20,8 +20,6 @@ for everything still pending.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import inspect
 import itertools
 import logging
@@ -37,7 +35,15 @@ from memoryport._events import EventSink
 from memoryport._extras import require
 from memoryport._guard import GuardedMemory
 from memoryport._port import Capability, SearchResults
-from memoryport._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemoryScope, MetadataValue
+from memoryport._records import (
+    DEFAULT_LIMITS,
+    Limits,
+    MemoryHit,
+    MemoryRecord,
+    MemoryScope,
+    MetadataValue,
+    pseudonym,
+)
 
 __all__ = ["ZepMemory", "zep_user_id_for"]
 
@@ -65,13 +71,7 @@ def zep_user_id_for(user_id: str, *, prefix: str = "mp-", hash_key: bytes | str 
         >>> zep_user_id_for("ann")[:9]
         'mp-49915e'
     """
-    data = user_id.encode("utf-8")
-    if hash_key is None:
-        digest = hashlib.sha256(data).hexdigest()
-    else:
-        key = hash_key.encode("utf-8") if isinstance(hash_key, str) else hash_key
-        digest = hmac.new(key, data, hashlib.sha256).hexdigest()
-    return f"{prefix}{digest}"
+    return pseudonym(user_id, prefix=prefix, hash_key=hash_key)
 
 
 def _iso(value: datetime) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import math
 import os
@@ -42,6 +44,23 @@ def utcnow() -> datetime:
 def new_id() -> str:
     """A fresh record id: 128 random bits as 32 hex characters (the form of ``uuid4().hex``)."""
     return os.urandom(16).hex()
+
+
+def pseudonym(value: str, *, prefix: str, hash_key: bytes | str | None = None) -> str:
+    """``prefix`` + the hex SHA-256 of ``value`` (its HMAC-SHA-256 under ``hash_key`` when given).
+
+    How adapters name a user in a third-party service without handing it the
+    user id itself; with a key the name cannot be guessed from a known id.
+
+    Example:
+        >>> pseudonym("ann", prefix="mp-")[:9]
+        'mp-49915e'
+    """
+    data = value.encode("utf-8")
+    if hash_key is None:
+        return prefix + hashlib.sha256(data).hexdigest()
+    key = hash_key.encode("utf-8") if isinstance(hash_key, str) else hash_key
+    return prefix + hmac.new(key, data, hashlib.sha256).hexdigest()
 
 
 def _bad_chars(value: str, *, allow_whitespace_controls: bool) -> str | None:
