@@ -16,8 +16,7 @@ memoryport imports no SDK.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._embedding import CallableEmbedder, EmbeddingPort
 from ._errors import (
@@ -31,6 +30,7 @@ from ._errors import (
     UsageError,
 )
 from ._events import EventSink, MemoryEvent
+from ._extras import lazy_exports
 from ._guard import GuardedMemory
 from ._port import Capability, MemoryPort, SearchResults
 from ._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemoryScope, MetadataValue
@@ -150,14 +150,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'memoryport' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

@@ -8,8 +8,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._extras import lazy_exports
 
 if TYPE_CHECKING:
     from .local import LocalEmbedder
@@ -27,14 +28,4 @@ _LAZY = {
 __all__ = ["CrossEncoderReranker", "LocalEmbedder", "OpenAIEmbedder", "SentenceTransformerEmbedder"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'memoryport.embedders' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
