@@ -56,10 +56,11 @@ NB, NNB, THIN, EN, EM = "\u00a0", "\u202f", "\u2009", "\u2013", "\u2014"
 
 LOCALS = ["ann", "ben.smith", "jörg", "zoë", "françois", "søren.k", "ana.lópez", "li.lei", "иван", "δοκιμή", "mehmet",
           "o'neil", "j_doe99", "sam+news", "ÅSA", "nguyễn", "raj.patel", "用户", "kōji", "eva-maria"]
-DOMAINS = ["example.com", "bücher.de", "société.fr", "mail.example.co.uk", "почта.рф", "例子.广告", "post.example.at",
-           "uni.example.edu", "firma.no", "xn--bcher-kva.de", "correo.example.es", "example.org", "müller.ch",
-           "exämple.net", "sub.domain.example.io"]
-EMAIL_TEMPLATES = ["my email is {}", "write to {} please", "{} is Ann's address", "contact: {}", "send the files to {}.",
+DOMAINS = ["example.com", "bücher.de", "société.fr", "mail.example.co.uk", "почта.рф", "例子.广告",
+           "post.example.at", "uni.example.edu", "firma.no", "xn--bcher-kva.de", "correo.example.es",
+           "example.org", "müller.ch", "exämple.net", "sub.domain.example.io"]
+EMAIL_TEMPLATES = ["my email is {}", "write to {} please", "{} is Ann's address", "contact: {}",
+                   "send the files to {}.",
                    "Ben ({}) will join", "her new address, {}, works now"]
 
 PHONE_PLANS = [  # (format with X for random digits)
@@ -130,10 +131,7 @@ def _card(rng: random.Random) -> str:
     prefix, length = rng.choice(CARD_ISSUERS)
     body = prefix + _digits(rng, length - len(prefix) - 1)
     number = body + _luhn_digit(body)
-    if length == 15:
-        groups = [number[:4], number[4:10], number[10:]]
-    else:
-        groups = [number[i : i + 4] for i in range(0, length, 4)]
+    groups = [number[:4], number[4:10], number[10:]] if length == 15 else [number[i:i + 4] for i in range(0, length, 4)]
     return rng.choice(CARD_SEPARATORS).join(groups)
 
 
@@ -178,8 +176,11 @@ def _negative(rng: random.Random) -> str:
         return f"the parcel {rng.randint(10**11, 10**14 - 1)} arrived"
     if pick == 3:
         y, m, d = rng.randint(1990, 2030), rng.randint(1, 12), rng.randint(1, 28)
-        return rng.choice([f"from {y}-{m:02d}-{d:02d} to {y}-{m:02d}-{d + 1:02d}",
-                           f"{d:02d}/{m:02d}/{y} - {d + 1:02d}/{m:02d}/{y}", f"on {d}.{m}.{y} at {rng.randint(8, 20)}:30"])
+        return rng.choice([
+            f"from {y}-{m:02d}-{d:02d} to {y}-{m:02d}-{d + 1:02d}",
+            f"{d:02d}/{m:02d}/{y} - {d + 1:02d}/{m:02d}/{y}",
+            f"on {d}.{m}.{y} at {rng.randint(8, 20)}:30",
+        ])
     if pick == 4:
         return "prices: " + " ".join(f"{rng.randint(10, 999)}.{rng.randint(0, 99):02d}" for _ in range(4))
     if pick == 5:
@@ -201,7 +202,8 @@ def _negative(rng: random.Random) -> str:
         bad = str((int(_luhn_digit(body[:15])) + rng.randint(1, 9)) % 10)
         number = body[:15] + bad
         return f"room code {' '.join(number[i : i + 4] for i in range(0, 16, 4))}"
-    return f"follow @{rng.choice(LOCALS).split('.')[0]} and use lib@{rng.randint(1, 9)}.{rng.randint(0, 9)}.{rng.randint(0, 9)}"
+    handle = rng.choice(LOCALS).split(".")[0]
+    return f"follow @{handle} and use lib@{rng.randint(1, 9)}.{rng.randint(0, 9)}.{rng.randint(0, 9)}"
 
 
 def generated(n: int, seed: int = 0) -> list[Case]:

@@ -40,7 +40,8 @@ _MASKS: dict[str, str] = {"email": "[email]", "phone": "[phone]", "card": "[card
 
 # Characters read as another one of the same length (so positions stay put).
 _SAME_AS = {
-    **{c: " " for c in "\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f\u3000"},
+    **{c: " " for c in "\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"},
+    **{c: " " for c in "\u202f\u205f\u3000"},
     **{c: "-" for c in "\u2010\u2011\u2012\u2013\u2014\u2015\u2043\u2212\ufe58\ufe63\uff0d"},
     "\uff20": "@",
     "\ufe6b": "@",
@@ -227,7 +228,7 @@ def _issuer_ok(digits: str) -> bool:
     if digits[0] == "4":
         return n in (13, 16, 19)
     if 51 <= two <= 55 or 2221 <= four <= 2720:
-        return n == 16 or 51 <= two <= 55 and n == 19
+        return n == 16 or (51 <= two <= 55 and n == 19)
     if two in (34, 37):
         return n == 15
     if two == 36:
@@ -255,13 +256,9 @@ def _context_before(text: str, start: int, width: int = 32) -> str:
 
 def _other_number_nearer(before: str, own: re.Pattern[str]) -> bool:
     """Whether the nearest word naming a number in ``before`` names another kind than ``own`` does."""
-    mine = None
-    for mine in own.finditer(before):
-        pass
-    other = None
-    for other in _OTHER_NUMBER_WORDS.finditer(before):
-        pass
-    return other is not None and (mine is None or mine.start() < other.start())
+    mine = max((m.start() for m in own.finditer(before)), default=-1)
+    other = max((m.start() for m in _OTHER_NUMBER_WORDS.finditer(before)), default=-1)
+    return other > mine
 
 
 def _is_phone(value: str, text: str, start: int) -> bool:
@@ -304,7 +301,7 @@ def _is_phone(value: str, text: str, start: int) -> bool:
 def _secret_value(word: str, value: str) -> bool:
     """Whether ``value``, said after ``word`` ("password is ..."), looks like the secret itself."""
     value = value.rstrip(".,;:!?)")
-    if len(value) < 3 or value.startswith("[") and value[1:].split("]")[0] in ("email", "phone", "card", "secret"):
+    if len(value) < 3 or (value.startswith("[") and value[1:].split("]")[0] in ("email", "phone", "card", "secret")):
         return False  # too short, or one of our own masks: a redacted text stays as it is
     if value.isdigit():
         return len(value) >= 3 if _NUMERIC_SECRETS.search(word) else len(value) >= 4
