@@ -98,10 +98,10 @@ def check_filters(filters: object, *, max_values: int = 1_000) -> dict[str, Cond
         if not isinstance(key, str) or not key:
             raise InvalidInput("filters: keys must be non-empty strings", field="filters")
         field = f"filters[{key!r}]"
-        if key.startswith("$"):
+        if key.startswith("$") and not _is_scalar(condition):
             raise InvalidInput(
-                f"{field}: top-level keys are metadata keys; operators go inside a key's dict, "
-                f'e.g. {{"importance": {{"$gte": 0.5}}}} (there is no $and/$or: keys are ANDed)',
+                f"{field}: top-level keys are metadata keys (a key may start with '$'); operators go "
+                f'inside a key\'s dict, e.g. {{"importance": {{"$gte": 0.5}}}}; there is no $and/$or: keys are ANDed',
                 field=field,
             )
         if isinstance(condition, Mapping):
@@ -110,6 +110,10 @@ def check_filters(filters: object, *, max_values: int = 1_000) -> dict[str, Cond
             _scalar(condition, field)
             out[key] = condition
     return out
+
+
+def _is_scalar(value: object) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
 
 
 def _scalar(value: object, what: str, field: str | None = None) -> None:

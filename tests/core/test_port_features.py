@@ -93,12 +93,18 @@ def test_since_must_come_before_until() -> None:
         ({"n": {"$exists": 1}}, "n"),
         ({"n": [1, 2]}, "n"),
         ({"$or": [{"a": 1}]}, "$or"),
+        ({"$and": {"a": 1}}, "$and"),
     ],
 )
 def test_invalid_filters_name_the_key(filters: dict[str, Any], key: str) -> None:
     with pytest.raises(InvalidInput) as info:
         check_filters(filters)
     assert info.value.field == f"filters[{key!r}]"
+
+
+def test_a_top_level_dollar_key_is_a_metadata_key() -> None:
+    assert matches({"$and": "w"}, check_filters({"$and": "w"}))
+    assert not matches({"$and": "x"}, check_filters({"$and": "w"}))
 
 
 def test_too_many_in_values_are_refused() -> None:
