@@ -571,7 +571,7 @@ class GuardedMemory:
 
     def close(self) -> None:
         """Blocking twin of :meth:`aclose`."""
-        run_sync(self.aclose(), method="close")
+        run_sync(self.aclose(), method="aclose", sync="close")
 
 
 def _hit(hit: object, backend: str) -> MemoryHit:
