@@ -18,7 +18,15 @@ class PlainStore:
     """A correct MemoryPort over a dict that cannot filter: every check happens above it."""
 
     name = "plain"
-    capabilities = frozenset(Capability) - {Capability.VECTOR_SEARCH, Capability.FILTERS}
+    # The port's first-round capabilities (update, count, time ranges, operators need methods it lacks).
+    capabilities = frozenset(Capability) - {
+        Capability.VECTOR_SEARCH,
+        Capability.FILTERS,
+        Capability.UPDATE,
+        Capability.COUNT,
+        Capability.TIME_RANGE,
+        Capability.FILTER_OPERATORS,
+    }
 
     def __init__(self) -> None:
         self.rows: dict[str, MemoryRecord] = {}
