@@ -458,11 +458,15 @@ class SQLiteStore:
             if kind == "fts5" and self.sqlite_version >= _SECURE_DELETE_FTS5:
                 conn.execute("INSERT INTO records_fts(records_fts, rank) VALUES ('secure-delete', 1)")
             self._check_embedder(conn, meta)
+            pending = self._erase_stage(conn)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        if pending:  # an erasure that a killed process left half done
+            with self._write_lock:
+                self._finish_erasure(conn)
         return kind
 
     def _check_embedder(self, conn: Conn, meta: Mapping[str, Any]) -> None:
@@ -504,16 +508,26 @@ class SQLiteStore:
                 time.sleep(0.05 * (2**attempt))
 
     def _write(self, fn: Callable[[Conn], T]) -> T:
+        """Run ``fn`` in one write transaction; then finish any erasure pending in the file.
+
+        A write that erased rows marks the file (:meth:`_mark_erased`, same
+        transaction); so does nothing else. The mark is read back before the
+        commit, so an erasure interrupted in another process (killed after its
+        commit) is finished by the next write of any process.
+        """
         with self._write_lock:
             conn = self._conn()
             self._begin(conn)
             try:
                 result = fn(conn)
+                pending = self._erase_stage(conn)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+            if pending:
+                self._finish_erasure(conn)
             return result
 
     def _read(self, fn: Callable[[Conn], T]) -> T:
@@ -561,6 +575,7 @@ class SQLiteStore:
         tenants: Counter[str] = Counter()
         if not rows:
             return tenants
+        self._mark_erased(conn)
         for _, _, user in rows:
             tenants[tenant_token(user)] -= 1
         if self.keyword_index == "fts5":
@@ -624,9 +639,70 @@ class SQLiteStore:
                     ).fetchall()
         return [(int(rid), str(text), user) for rid, text, user in rows]
 
-    def checkpoint(self) -> bool:
+    # Erasure is finished in three steps, each recorded in meta.erase_pending so
+    # that a process killed between them leaves the work to the next open or write:
+    #   1: rows are erased (committed), but pages rebalanced while they lived may
+    #      still hold their bytes in unused space, which secure_delete never zeroes;
+    #   2: VACUUM rebuilt every page from the live rows; the old pages are still in
+    #      the database file until the WAL is checkpointed;
+    #   (no key): the checkpoint overwrote and truncated the file; nothing is left.
+
+    @staticmethod
+    def _mark_erased(conn: Conn) -> None:
+        conn.execute(
+            "INSERT INTO meta(key, value) VALUES ('erase_pending', 1) "
+            "ON CONFLICT(key) DO UPDATE SET value = 1"
+        )
+
+    @staticmethod
+    def _erase_stage(conn: Conn) -> int:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'erase_pending'").fetchone()
+        return 0 if row is None else int(row[0])
+
+    def _finish_erasure(self, conn: Conn) -> bool:
+        """Rebuild the file without what erased rows left behind, checkpoint, clear the mark.
+
+        Called holding the write lock, outside a transaction. Returns False (after
+        a WARNING) when a reader blocks the checkpoint; the next write retries.
+        """
+        if self._erase_stage(conn) == 1:
+            # VACUUM copies only live rows into fresh pages: the unused space of
+            # rebalanced pages (which kept erased bytes) is gone with the old pages.
+            # VACUUM INTO + rename would cost one write less but pull the file from
+            # under other connections and processes; VACUUM is an ordinary write.
+            self._retry_busy(lambda: conn.execute("VACUUM"))
+            self._set_stage(conn, 2)
+        if not self._checkpoint_wal(conn):
+            return False
+        self._set_stage(conn, 0)
+        self._checkpoint_wal(conn)  # the WAL now holds only the page of that mark
+        return True
+
+    def _set_stage(self, conn: Conn, stage: int) -> None:
+        self._begin(conn)
+        try:
+            if stage:
+                conn.execute("UPDATE meta SET value = ? WHERE key = 'erase_pending'", (stage,))
+            else:
+                conn.execute("DELETE FROM meta WHERE key = 'erase_pending'")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def _retry_busy(self, fn: Callable[[], T]) -> T:
+        for attempt in range(6):
+            try:
+                return fn()
+            except self.driver.OperationalError as exc:
+                if not _is_busy(exc) or attempt == 5:
+                    raise
+                time.sleep(0.05 * (2**attempt))
+        raise AssertionError("unreachable")
+
+    def _checkpoint_wal(self, conn: Conn) -> bool:
         """Copy the WAL into the database and truncate it; False (and a WARNING) when a reader blocks it."""
-        conn = self._conn()
         conn.execute("PRAGMA busy_timeout = 1000")
         try:
             busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
@@ -635,11 +711,20 @@ class SQLiteStore:
         if busy:
             logger.warning(
                 "SQLite %s: a reader holds a transaction open, so the WAL checkpoint after a delete could not "
-                "finish; erased texts stay in the -wal file until the next checkpoint",
+                "finish; erased texts stay in the files until the next write or open finishes the erasure "
+                "(or memory.checkpoint() succeeds)",
                 os.path.basename(self.path),
             )
             return False
         return True
+
+    def checkpoint(self) -> bool:
+        """Finish a pending erasure, or just checkpoint the WAL; False (and a WARNING) when a reader blocks it."""
+        with self._write_lock:
+            conn = self._conn()
+            if self._erase_stage(conn):
+                return self._finish_erasure(conn)
+            return self._checkpoint_wal(conn)
 
     # -- the port: writes ------------------------------------------------------
 
@@ -708,8 +793,6 @@ class SQLiteStore:
             return gen, old, bool(expired), base
 
         gen, old, erased, base = self._write(write)
-        if erased:
-            self.checkpoint()
         self._extend_cache(records, vectors, base, gen, old, erased)
         return [r.id for r in records if r.id is not None]
 
@@ -781,10 +864,7 @@ class SQLiteStore:
                 conn.execute("DELETE FROM generations WHERE tenant = ?", (tenant_token(scope.user_id),))
             return len(rows)
 
-        n = self._write(write)
-        if n:
-            self.checkpoint()
-        return n
+        return self._write(write)
 
     async def purge(self, *, now: datetime, created_before: datetime | None) -> int:
         return await self._run(lambda: self._purge(now, created_before))
@@ -797,10 +877,7 @@ class SQLiteStore:
             self._bump(conn, self._erase(conn, rows))
             return len(rows)
 
-        n = self._write(write)
-        if n:
-            self.checkpoint()
-        return n
+        return self._write(write)
 
     # -- the port: reads -----------------------------------------------------
 

@@ -76,6 +76,26 @@ def add_one(path: str, driver: str, user: str, text: str, embed: str) -> int:
     return 0
 
 
+def erase_and_die(path: str, driver: str, user: str, stop: str) -> int:
+    """Erase a user, then SIGKILL ourselves at ``stop``: right after the commit, or after the VACUUM."""
+    import os
+    import signal
+
+    from memoryport.adapters.sqlite._store import SQLiteStore
+
+    def die(*_: object) -> bool:
+        os.kill(os.getpid(), signal.SIGKILL)
+        return False
+
+    if stop == "after-commit":
+        SQLiteStore._finish_erasure = die  # type: ignore[method-assign]
+    else:  # after-vacuum: the checkpoint that would copy the rebuilt pages never runs
+        SQLiteStore._checkpoint_wal = die  # type: ignore[method-assign]
+    memory = SQLiteMemory(path, driver=driver)
+    memory.delete_sync(scope=MemoryScope(user_id=user))
+    return 0
+
+
 def delete_user(path: str, driver: str, user: str, embed: str) -> int:
     memory = SQLiteMemory(path, embedder=constant_embedder() if embed == "1" else None, driver=driver)
     memory.delete_sync(scope=MemoryScope(user_id=user))
@@ -91,6 +111,8 @@ if __name__ == "__main__":
         sys.exit(crash(args[0], args[1], int(args[2]), int(args[3])))
     if command == "add":
         sys.exit(add_one(*args))
+    if command == "erase_and_die":
+        sys.exit(erase_and_die(*args))
     if command == "delete_user":
         sys.exit(delete_user(*args))
     sys.exit(f"unknown command {command}")
