@@ -40,7 +40,23 @@ import numpy as np
 from memoryport import CallableEmbedder, MemoryRecord, MemoryScope, SQLiteMemory
 from memoryport.adapters.sqlite import load_driver
 
-WORDS = "tea coffee garden river walk music piano friend city train morning evening book letter sister".split()
+WORDS = [
+    "tea",
+    "coffee",
+    "garden",
+    "river",
+    "walk",
+    "music",
+    "piano",
+    "friend",
+    "city",
+    "train",
+    "morning",
+    "evening",
+    "book",
+    "letter",
+    "sister",
+]
 USERS = 100
 DIM = 384
 
@@ -103,7 +119,12 @@ async def measure(n: int, vectors: bool, repeat: int) -> dict[str, Any]:
         memory = await build(path, n, vectors)
         memory.checkpoint()
         size = path.stat().st_size
-        times: dict[str, list[float]] = {"add 1": [], "delete 1 by id": [], "erase a user": [], "VACUUM + checkpoint": []}
+        times: dict[str, list[float]] = {
+            "add 1": [],
+            "delete 1 by id": [],
+            "erase a user": [],
+            "VACUUM + checkpoint": [],
+        }
         peak = 0
         for r in range(repeat):
             scope = MemoryScope(user_id=f"user{r}")

@@ -12,8 +12,10 @@ import heapq
 import json
 import logging
 import os
+import tempfile
 import threading
 import time
+import urllib.request
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -261,6 +263,33 @@ def _covers(key: _ScopeKey, record: MemoryRecord) -> bool:
     return MemoryScope.model_construct(user_id=key[0], session_id=key[1], agent_id=key[2]).covers(record.scope)
 
 
+def _meta_int(path: str, key: str, value: Any) -> int:
+    """An integer setting of the file's ``meta`` table, or a typed error naming the file and key."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().isdigit() and len(value) < 20:
+        return int(value)
+    state = "missing" if value is None else f"{str(value)[:40]!r}, not an integer"
+    raise UsageError(f"{path}: meta.{key} is {state}; the file is damaged or was not written by memoryport")
+
+
+def _writable(path: str, *, folder: bool = False) -> bool:
+    """Whether this process may write ``path`` (a file, or a folder to create -wal/-shm in)."""
+    if folder:
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".memoryport-probe-", dir=path)
+        except OSError:
+            return False
+        os.close(fd)
+        os.unlink(probe)
+        return True
+    try:
+        os.close(os.open(path, os.O_RDWR))
+    except OSError:
+        return False
+    return True
+
+
 def _is_busy(exc: BaseException) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
@@ -313,18 +342,11 @@ class SQLiteStore:
         self._cache: OrderedDict[_ScopeKey, _Block] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._closed = False
+        # Why the file is open read-only (None: read-write); see _open_any.
+        self.read_only: str | None = None
+        self._ro_mode = "mode=ro"
         self._create_file()
-        try:
-            self.keyword_index = self._open(use_fts5)
-        except self.driver.DatabaseError as exc:
-            self._close_connections()
-            if isinstance(exc, self.driver.OperationalError):  # locked, read-only, ...: not the file's fault
-                raise
-            # "file is not a database", "database disk image is malformed": the path is wrong.
-            raise UsageError(f"{self.path} cannot be opened as a memoryport SQLite file: {exc}") from exc
-        except BaseException:
-            self._close_connections()
-            raise
+        self.keyword_index = self._open_any(use_fts5)
         self.fts_secure_delete = self.keyword_index == "fts5" and self.sqlite_version >= _SECURE_DELETE_FTS5
         caps = {
             Capability.SESSION_SCOPE,
@@ -347,6 +369,70 @@ class SQLiteStore:
 
     # -- files and connections -------------------------------------------
 
+    def _open_any(self, use_fts5: bool) -> str:
+        """Open read-write, or read-only when the file or its folder cannot be written; typed errors only."""
+        try:
+            return self._open(use_fts5)
+        except self.driver.OperationalError as exc:
+            self._close_connections()
+            if _is_busy(exc) or not self._cannot_write():
+                raise BackendError(
+                    f"SQLite {self.path} could not be opened: {exc}", backend=self.name, operation="open"
+                ) from exc
+        except self.driver.DatabaseError as exc:
+            self._close_connections()
+            # "file is not a database", "database disk image is malformed": the path is wrong.
+            raise UsageError(f"{self.path} cannot be opened as a memoryport SQLite file: {exc}") from exc
+        except BaseException:
+            self._close_connections()
+            raise
+        # The file, or its folder (where SQLite keeps -wal and -shm), is not writable
+        # by this process: open for reading, and refuse writes with a clear error.
+        folder = os.path.dirname(os.path.abspath(self.path))
+        self.read_only = (
+            "the file is not writable by this user"
+            if not _writable(self.path)
+            else f"its folder {folder} is not writable"
+        )
+        try:
+            return self._open(use_fts5)
+        except self.driver.OperationalError as exc:
+            self._close_connections()
+            error: BaseException = exc
+        except self.driver.DatabaseError as exc:
+            self._close_connections()
+            raise UsageError(f"{self.path} cannot be opened even for reading ({self.read_only}): {exc}") from exc
+        except BaseException:
+            self._close_connections()
+            raise
+        # A reader needs the -shm file; where it cannot be created and no -wal holds
+        # changes, the file is read as immutable (nobody can be writing it in WAL mode then).
+        try:
+            wal_size = os.path.getsize(self.path + "-wal")
+        except OSError:
+            wal_size = 0
+        if wal_size == 0 and not os.path.exists(self.path + "-shm"):
+            self._ro_mode = "immutable=1"
+            try:
+                return self._open(use_fts5)
+            except self.driver.DatabaseError as exc:
+                self._close_connections()
+                error = exc
+            except BaseException:
+                self._close_connections()
+                raise
+        raise UsageError(f"{self.path} cannot be opened even for reading ({self.read_only}): {error}") from error
+
+    def _cannot_write(self) -> bool:
+        return not _writable(self.path) or not _writable(os.path.dirname(os.path.abspath(self.path)), folder=True)
+
+    def _refuse_if_read_only(self, operation: str) -> None:
+        if self.read_only is not None:
+            raise UsageError(
+                f"{self.path} is open read-only ({self.read_only}); {operation} needs write access to the file "
+                "and its folder"
+            )
+
     def _create_file(self) -> None:
         """Create the database owner-only; SQLite gives -wal/-shm the database file's mode."""
         if os.path.isdir(self.path):
@@ -357,12 +443,31 @@ class SQLiteStore:
             pass
         except FileNotFoundError as exc:
             raise UsageError(f"cannot create the SQLite file: its folder does not exist ({exc.filename})") from None
+        except PermissionError:
+            raise UsageError(
+                f"cannot create the SQLite file {self.path}: this user may not write in its folder "
+                f"{os.path.dirname(os.path.abspath(self.path))}"
+            ) from None
+        except OSError as exc:  # read-only file system, name too long, ...
+            raise UsageError(f"cannot create the SQLite file {self.path}: {exc.strerror}") from None
         else:
             os.close(fd)
+        try:
+            with open(self.path, "rb") as f:
+                f.read(1)
+        except PermissionError:
+            raise UsageError(
+                f"cannot read the SQLite file {self.path}: permission denied (owned by another user?)"
+            ) from None
         self._tighten()
 
     def _tighten(self) -> None:
         if os.name != "posix":
+            return
+        try:
+            if os.stat(self.path).st_uid != os.geteuid():
+                return  # another user's file: its -wal/-shm must stay usable by its owner
+        except FileNotFoundError:
             return
         for suffix in ("", "-wal", "-shm"):
             try:
@@ -370,10 +475,20 @@ class SQLiteStore:
             except FileNotFoundError:
                 continue
             if st.st_mode & 0o077 and st.st_uid == os.geteuid():
-                os.chmod(self.path + suffix, 0o600)
+                try:
+                    os.chmod(self.path + suffix, 0o600)
+                except OSError:  # a read-only file system: nothing can be written there either
+                    pass
 
     def _connect(self) -> Conn:
-        conn = self.driver.connect(self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False)
+        if self.read_only is None:
+            target, uri = self.path, False
+        else:
+            target = "file:" + urllib.request.pathname2url(os.path.abspath(self.path)) + "?" + self._ro_mode
+            uri = True
+        conn = self.driver.connect(
+            target, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False, uri=uri
+        )
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         conn.execute("PRAGMA secure_delete = ON")
         conn.execute("PRAGMA synchronous = NORMAL")
@@ -407,13 +522,17 @@ class SQLiteStore:
 
     def _open(self, use_fts5: bool) -> str:
         conn = self._conn()
-        conn.execute("PRAGMA journal_mode = WAL")
-        self._tighten()
-        self._begin(conn)
+        if self.read_only is None:
+            conn.execute("PRAGMA journal_mode = WAL")
+            self._tighten()
+            self._begin(conn)
+        else:
+            self._begin(conn, immediate=False)
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if "meta" in tables:
-                version = int(conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
+                row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+                version = _meta_int(self.path, "schema_version", None if row is None else row[0])
             elif tables - {"sqlite_sequence"}:
                 raise UsageError(f"{self.path} is an SQLite file but not a memoryport store")
             else:
@@ -423,6 +542,10 @@ class SQLiteStore:
                     f"{self.path} has schema version {version}, newer than this memoryport "
                     f"({SCHEMA_VERSION}); upgrade memoryport"
                 )
+            if self.read_only is not None:
+                kind = self._open_read_only(conn, version)
+                conn.execute("COMMIT")
+                return kind
             created = version == 0
             for statements in MIGRATIONS[version:]:
                 for statement in statements:
@@ -448,13 +571,7 @@ class SQLiteStore:
                     )
                 conn.execute("INSERT INTO meta(key, value) VALUES ('keyword_index', ?)", (kind,))
             else:
-                kind = str(meta.get("keyword_index", "like"))
-                if kind == "fts5" and not self._has_fts5(conn):
-                    raise UsageError(
-                        f"{self.path} uses FTS5, which SQLite "
-                        f"{'.'.join(map(str, self.sqlite_version))} of driver {self.driver_name!r} lacks; "
-                        'open it with another driver (pip install "memoryport[sqlite-new]")'
-                    )
+                kind = self._existing_index(conn, meta)
             if kind == "fts5" and self.sqlite_version >= _SECURE_DELETE_FTS5:
                 conn.execute("INSERT INTO records_fts(records_fts, rank) VALUES ('secure-delete', 1)")
             self._check_embedder(conn, meta)
@@ -469,8 +586,42 @@ class SQLiteStore:
                 self._finish_erasure(conn)
         return kind
 
+    def _open_read_only(self, conn: Conn, version: int) -> str:
+        """The checks of :meth:`_open` without its writes (migrations, settings, the embedder's record)."""
+        if version < SCHEMA_VERSION:
+            raise UsageError(
+                f"{self.path} has schema version {version} and needs migrating to {SCHEMA_VERSION}, "
+                f"but it is read-only ({self.read_only})"
+            )
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        kind = self._existing_index(conn, meta)
+        if meta.get("embedder_name") is not None or conn.execute("SELECT 1 FROM records LIMIT 1").fetchone():
+            self._check_embedder(conn, meta)
+        if self._erase_stage(conn):
+            logger.warning(
+                "SQLite %s: an erasure was interrupted and cannot be finished, the file is read-only (%s); "
+                "erased texts may remain in it until a process that can write opens it",
+                os.path.basename(self.path),
+                self.read_only,
+            )
+        return kind
+
+    def _existing_index(self, conn: Conn, meta: Mapping[str, Any]) -> str:
+        kind = meta.get("keyword_index", "like")
+        if kind not in ("fts5", "like"):
+            raise UsageError(f"{self.path}: meta.keyword_index is {kind!r}, not 'fts5' or 'like'; the file is damaged")
+        if kind == "fts5" and not self._has_fts5(conn):
+            raise UsageError(
+                f"{self.path} uses FTS5, which SQLite "
+                f"{'.'.join(map(str, self.sqlite_version))} of driver {self.driver_name!r} lacks; "
+                'open it with another driver (pip install "memoryport[sqlite-new]")'
+            )
+        return str(kind)
+
     def _check_embedder(self, conn: Conn, meta: Mapping[str, Any]) -> None:
         name, dim = meta.get("embedder_name"), meta.get("embedder_dim")
+        if dim is not None:
+            dim = _meta_int(self.path, "embedder_dim", dim)
         emb = self.embedder
         way_out = (
             "re-embed it first: `await SQLiteMemory.reembed(path, embedder, progress=...)` "
@@ -567,6 +718,7 @@ class SQLiteStore:
                 except Exception:  # closing is best effort
                     pass
             self._connections.clear()
+        self._local = threading.local()
 
     # -- erasure -----------------------------------------------------------
 
@@ -650,8 +802,7 @@ class SQLiteStore:
     @staticmethod
     def _mark_erased(conn: Conn) -> None:
         conn.execute(
-            "INSERT INTO meta(key, value) VALUES ('erase_pending', 1) "
-            "ON CONFLICT(key) DO UPDATE SET value = 1"
+            "INSERT INTO meta(key, value) VALUES ('erase_pending', 1) ON CONFLICT(key) DO UPDATE SET value = 1"
         )
 
     @staticmethod
@@ -720,6 +871,7 @@ class SQLiteStore:
 
     def checkpoint(self) -> bool:
         """Finish a pending erasure, or just checkpoint the WAL; False (and a WARNING) when a reader blocks it."""
+        self._refuse_if_read_only("checkpoint")
         with self._write_lock:
             conn = self._conn()
             if self._erase_stage(conn):
@@ -729,6 +881,7 @@ class SQLiteStore:
     # -- the port: writes ------------------------------------------------------
 
     async def add(self, records: Sequence[MemoryRecord]) -> list[str]:
+        self._refuse_if_read_only("add")
         if not records:
             return []
         vectors: F32 | None = None
@@ -837,6 +990,7 @@ class SQLiteStore:
                 block.gen = gen
 
     async def delete(self, ids: Sequence[str] | None, *, scope: MemoryScope) -> int:
+        self._refuse_if_read_only("delete")
         return await self._run(lambda: self._delete(ids, scope))
 
     def _delete(self, ids: Sequence[str] | None, scope: MemoryScope) -> int:
@@ -867,6 +1021,7 @@ class SQLiteStore:
         return self._write(write)
 
     async def purge(self, *, now: datetime, created_before: datetime | None) -> int:
+        self._refuse_if_read_only("purge")
         return await self._run(lambda: self._purge(now, created_before))
 
     def _purge(self, now: datetime, created_before: datetime | None) -> int:
@@ -927,8 +1082,11 @@ class SQLiteStore:
     async def _rerank(self, reranker: RerankerPort, query: str, hits: list[MemoryHit]) -> list[MemoryHit]:
         """Order the fused candidates by the reranker's scores; on failure keep the fused order (WARNING)."""
         try:
-            scores = check_scores(await reranker.rerank(query, [h.record.text for h in hits]), len(hits),
-                                  getattr(reranker, "name", "reranker"))
+            scores = check_scores(
+                await reranker.rerank(query, [h.record.text for h in hits]),
+                len(hits),
+                getattr(reranker, "name", "reranker"),
+            )
         except Exception as exc:
             logger.warning(
                 "SQLite %s: the reranker failed during search (%s); keeping the fused order",

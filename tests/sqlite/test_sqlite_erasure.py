@@ -174,7 +174,9 @@ def test_an_erasure_killed_before_its_checkpoint_is_finished_next_time(
 
     memory = SQLiteMemory(db_path, driver=driver)
     secrets = [marker() for _ in range(300)]
-    ids = memory.add_sync([MemoryRecord(scope=ANN, text=f"Ann said {m} " + "tea " * (i % 40)) for i, m in enumerate(secrets)])
+    ids = memory.add_sync(
+        [MemoryRecord(scope=ANN, text=f"Ann said {m} " + "tea " * (i % 40)) for i, m in enumerate(secrets)]
+    )
     memory.add_sync([MemoryRecord(scope=BEN, text=f"Ben keeps tea {i}") for i in range(300)])
     memory.delete_sync(ids[::7], scope=ANN)  # pages split and merged: the case VACUUM is for
     assert memory.checkpoint()

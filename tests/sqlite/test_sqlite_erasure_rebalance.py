@@ -25,7 +25,23 @@ from memoryport._records import utcnow
 from .support import bow_embedder
 
 SEEDS = int(os.environ.get("MEMORYPORT_ERASURE_SEEDS", "3"))
-WORDS = "tea coffee garden river walk music piano friend city train morning evening book letter".split()
+WORDS = [
+    "tea",
+    "coffee",
+    "garden",
+    "river",
+    "walk",
+    "music",
+    "piano",
+    "friend",
+    "city",
+    "train",
+    "morning",
+    "evening",
+    "book",
+    "letter",
+    "sister",
+]
 
 
 def raw_bytes(path: str) -> bytes:
