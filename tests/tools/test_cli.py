@@ -77,7 +77,7 @@ def test_add_search_export_erase_round_trip(
     code, out, _ = run(capsys, "export", "--db", db, "--user", "ann")
     rows = [json.loads(line) for line in out.splitlines()]
     assert [r["text"] for r in rows] == ["Ann drinks green tea", "Ann prefers window seats"]  # oldest first
-    assert set(rows[0]) == {"id", "scope", "text", "metadata", "created_at", "expires_at"}
+    assert set(rows[0]) == {"id", "scope", "text", "metadata", "created_at", "expires_at", "updated_at"}
 
     code, out, _ = run(capsys, "erase", "--db", db, "--user", "ann", "--session", "chat-7", "--yes")
     assert (code, out) == (0, "erased 1 memory of user=ann session=chat-7\n")

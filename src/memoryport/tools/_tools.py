@@ -313,7 +313,7 @@ class MemoryTools(Sequence[MemoryTool]):
         self, name: str, arguments: str | bytes | Mapping[str, Any] | None, context: ToolContext
     ) -> dict[str, Any]:
         """Blocking twin of :meth:`dispatch`, for synchronous host loops."""
-        return run_sync(self.dispatch(name, arguments, context), method="dispatch")
+        return run_sync(self.dispatch(name, arguments, context), method="dispatch", owner="tools")
 
     def mcp_server(self, context: ToolContext, *, name: str = "memoryport") -> Server[Any]:
         """An MCP server (official ``mcp`` SDK, extra ``mcp``) serving these tools for ``context``.
