@@ -659,13 +659,17 @@ class SQLiteStore:
                     raise
                 time.sleep(0.05 * (2**attempt))
 
-    def _write(self, fn: Callable[[Conn], T]) -> T:
+    def _write(self, fn: Callable[[Conn], T], *, erasing: bool = False) -> T:
         """Run ``fn`` in one write transaction; then finish any erasure pending in the file.
 
         A write that erased rows marks the file (:meth:`_mark_erased`, same
         transaction); so does nothing else. The mark is read back before the
         commit, so an erasure interrupted in another process (killed after its
-        commit) is finished by the next write of any process.
+        commit) is finished by the next write of any process. If finishing fails
+        (a full disk, ...), an erasing call (``delete``, ``purge``) raises, since
+        its bytes are not gone yet; any other write has committed and must not
+        look failed (a retry would store it twice): it logs a WARNING. The mark
+        stays either way, and the next write or open retries.
         """
         with self._write_lock:
             conn = self._conn()
@@ -679,7 +683,21 @@ class SQLiteStore:
                     conn.execute("ROLLBACK")
                 raise
             if pending:
-                self._finish_erasure(conn)
+                try:
+                    self._finish_erasure(conn)
+                except self.driver.Error as exc:
+                    if erasing:
+                        raise BackendError(
+                            f"SQLite {os.path.basename(self.path)}: the records were deleted, but rebuilding the "
+                            f"file to erase their bytes failed ({exc}); the next write or open retries",
+                            backend=self.name,
+                            operation="delete",
+                        ) from exc
+                    logger.warning(
+                        "SQLite %s: finishing an erasure failed (%s); the next write or open retries",
+                        os.path.basename(self.path),
+                        type(exc).__name__,
+                    )
             return result
 
     def _read(self, fn: Callable[[Conn], T]) -> T:
@@ -1019,7 +1037,7 @@ class SQLiteStore:
                 conn.execute("DELETE FROM generations WHERE tenant = ?", (tenant_token(scope.user_id),))
             return len(rows)
 
-        return self._write(write)
+        return self._write(write, erasing=True)
 
     async def purge(self, *, now: datetime, created_before: datetime | None) -> int:
         self._refuse_if_read_only("purge")
@@ -1033,7 +1051,7 @@ class SQLiteStore:
             self._bump(conn, self._erase(conn, rows))
             return len(rows)
 
-        return self._write(write)
+        return self._write(write, erasing=True)
 
     # -- the port: reads -----------------------------------------------------
 

@@ -203,3 +203,78 @@ def test_an_erasure_killed_before_its_checkpoint_is_finished_next_time(
     assert conn.execute("SELECT count(*) FROM meta WHERE key = 'erase_pending'").fetchone()[0] == 0
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
+
+
+def test_erasures_rebuild_the_file_while_other_processes_read_and_write(db_path: str, driver: str) -> None:
+    """VACUUM and the truncating checkpoint under other processes' mapped, open connections."""
+    import subprocess
+
+    from .support import WORKER, python
+
+    memory = SQLiteMemory(db_path, driver=driver)
+    memory.add_sync([MemoryRecord(scope=BEN, text=f"Ben keeps tea {i} " + "words " * (i % 50)) for i in range(500)])
+    children = [
+        subprocess.Popen(
+            [python(), str(WORKER), "concurrent", db_path, driver, str(p), "8", "20"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for p in range(2)
+    ]
+    secrets = []
+    for _ in range(4):
+        secret = marker()
+        secrets.append(secret)
+        memory.add_sync([MemoryRecord(scope=ANN, text=f"Ann said {secret} {i}") for i in range(50)])
+        assert memory.delete_sync(scope=ANN) == 50
+        assert len(memory.export_sync(BEN)) == 500
+    for child in children:
+        _, err = child.communicate(timeout=240)
+        assert child.returncode == 0, err
+    assert memory.checkpoint()
+    assert leaks(db_path, secrets) == []
+    memory.close()
+    conn = load_driver(driver)[1].connect(db_path)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
+
+
+def test_a_failed_rebuild_fails_the_erasure_not_the_add_and_is_retried(
+    db_path: str, driver: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from memoryport import BackendError
+    from memoryport.adapters.sqlite._store import SQLiteStore
+
+    memory = SQLiteMemory(db_path, driver=driver)
+    expired, deleted = marker(), marker()
+    [deleted_id] = memory.add_sync([MemoryRecord(scope=ANN, text=f"Ann said {deleted}")])
+    memory.add_sync(
+        [
+            MemoryRecord(
+                scope=BEN,
+                text=f"Ben said {expired}",
+                created_at=utcnow() - timedelta(hours=2),
+                expires_at=utcnow() - timedelta(hours=1),
+            )
+        ]
+    )
+    _, module = load_driver(driver)
+    real = SQLiteStore._finish_erasure
+
+    def disk_full(self: SQLiteStore, conn: object) -> bool:
+        raise module.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(SQLiteStore, "_finish_erasure", disk_full)
+    with caplog.at_level("WARNING", logger="memoryport"):
+        # This write removes the expired record; its own records are stored and it must say so.
+        [kept] = memory.add_sync([MemoryRecord(scope=BEN, text="Ben keeps tea")])
+    assert any("finishing an erasure failed (OperationalError)" in r.getMessage() for r in caplog.records)
+    assert memory.get_sync(kept, scope=BEN) is not None
+    with pytest.raises(BackendError, match="the records were deleted, but rebuilding the file"):
+        memory.delete_sync([deleted_id], scope=ANN)
+    assert memory.get_sync(deleted_id, scope=ANN) is None
+    monkeypatch.setattr(SQLiteStore, "_finish_erasure", real)
+    memory.add_sync([MemoryRecord(scope=BEN, text="Ben writes again")])  # the next write finishes it
+    assert leaks(db_path, [expired, deleted]) == []
+    memory.close()
