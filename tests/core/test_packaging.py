@@ -45,6 +45,7 @@ PUBLIC = [
     "MetadataValue",
     "MissingExtra",
     "PendingWrite",
+    "PostgresMemory",
     "RerankerPort",
     "SQLiteMemory",
     "SearchResults",
