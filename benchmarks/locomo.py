@@ -14,7 +14,7 @@ per category. Malformed evidence ids are normalised where unambiguous
     python benchmarks/locomo.py [DATA] [--modes keyword,vector,hybrid] [--cache DIR] [--json FILE]
     python benchmarks/locomo.py [DATA] --ablation      # one row per ranking change, cumulative
 
-``--ablation`` switches the ranking steps of ``memoryport.adapters.sqlite.ranking``
+``--ablation`` switches the ranking steps of ``memoryport.ranking``
 off and on in turn (stopwords, fusion by scores instead of ranks, neighbours)
 to show what each gained.
 
@@ -185,7 +185,7 @@ ABLATION = ["naive", "+stopwords", "+score fusion", "+neighbours"]
 
 def configure_ranking(step: str) -> None:
     """Switch the ranking steps of SQLiteMemory on up to ``step`` (see ``ABLATION``), for the ablation table."""
-    from memoryport.adapters.sqlite import ranking
+    from memoryport import ranking
 
     original = configure_ranking.__dict__.setdefault(
         "original", (ranking.STOPWORDS, ranking.fuse, ranking.NEIGHBOUR_WEIGHT)
