@@ -22,8 +22,9 @@ from memoryport import ranking
 from memoryport._embedding import EmbeddingPort, check_matrix
 from memoryport._errors import BackendError, EmbedderMismatch, EmbeddingError, InvalidInput, UsageError
 from memoryport._extras import require
+from memoryport._filters import Filters
 from memoryport._port import Capability, SearchResults
-from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MetadataValue, utcnow
+from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate, utcnow
 
 from ._schema import SchemaInfo, migrate, quote_ident, read_schema
 
@@ -267,6 +268,10 @@ class PostgresStore:
             Capability.DELETE,
             Capability.EXPORT,
             Capability.PURGE,
+            Capability.UPDATE,
+            Capability.TIME_RANGE,
+            Capability.COUNT,
+            Capability.FILTER_OPERATORS,
         }
         if embedder is not None:
             caps.add(Capability.VECTOR_SEARCH)
@@ -603,6 +608,14 @@ class PostgresStore:
 
     # -- the port: reads -------------------------------------------------------
 
+    @staticmethod
+    def _range(q: _Sql, since: datetime | None, until: datetime | None, a: str = "r") -> _Sql:
+        if since is not None:
+            q.add(f"{a}.created_at >= %s", since)
+        if until is not None:
+            q.add(f"{a}.created_at < %s", until)
+        return q
+
     def _live(self, q: _Sql, now: datetime, a: str = "r") -> _Sql:
         q.add(f"({a}.expires_at IS NULL OR {a}.expires_at > %s)", now)
         if self.retention is not None:
@@ -620,8 +633,10 @@ class PostgresStore:
 
         return await self._read("get", read)
 
-    async def export(self, scope: MemoryScope) -> list[MemoryRecord]:
-        where = scope_sql(scope)
+    async def export(
+        self, scope: MemoryScope, *, since: datetime | None = None, until: datetime | None = None
+    ) -> list[MemoryRecord]:
+        where = self._range(scope_sql(scope), since, until)
 
         async def read(conn: AsyncConnection[Any]) -> list[MemoryRecord]:
             async with self._tx(conn, tenant(scope.user_id), read_only=True) as cur:
@@ -640,11 +655,14 @@ class PostgresStore:
         *,
         scope: MemoryScope,
         k: int,
-        filters: Mapping[str, MetadataValue] | None,
+        filters: Filters | None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> list[MemoryHit]:
         await self._ready()
+        span = (since, until)
         if not query.strip():
-            return await self._read("search", lambda conn: self._recent(conn, scope, k, filters))
+            return await self._read("search", lambda conn: self._recent(conn, scope, k, filters, span))
         qvec: F32 | None = None
         mode = "keyword"
         if self.embedder is not None and self.search_mode != "keyword":
@@ -656,13 +674,20 @@ class PostgresStore:
                     "PostgreSQL: the embedder failed during search (%s); searching by keywords only",
                     type(exc).__name__,
                 )
-        hits = await self._read("search", lambda conn: self._search(conn, query, qvec, mode, scope, k, filters))
+        hits = await self._read(
+            "search", lambda conn: self._search(conn, query, qvec, mode, scope, k, filters, span)
+        )
         return SearchResults(hits, mode=mode)
 
     async def _recent(
-        self, conn: AsyncConnection[Any], scope: MemoryScope, k: int, filters: Mapping[str, MetadataValue] | None
+        self,
+        conn: AsyncConnection[Any],
+        scope: MemoryScope,
+        k: int,
+        filters: Filters | None,
+        span: tuple[datetime | None, datetime | None],
     ) -> list[MemoryHit]:
-        where = filter_sql(self._live(scope_sql(scope), utcnow()), filters)
+        where = filter_sql(self._range(self._live(scope_sql(scope), utcnow()), *span), filters)
         async with self._tx(conn, tenant(scope.user_id), read_only=True) as cur:
             await cur.execute(
                 f"SELECT {_COLUMNS} FROM {self._s}.records r WHERE {where.text} "
@@ -683,26 +708,28 @@ class PostgresStore:
         mode: str,
         scope: MemoryScope,
         k: int,
-        filters: Mapping[str, MetadataValue] | None,
+        filters: Filters | None,
+        span: tuple[datetime | None, datetime | None] = (None, None),
     ) -> list[MemoryHit]:
         now = utcnow()
         limit = max(k, self.candidates)
         async with self._tx(conn, tenant(scope.user_id), read_only=True) as cur:
             if qvec is None or mode == "keyword":
-                scored = list(ranking.normalise(await self._keyword(cur, query, scope, limit, filters, now)).items())
+                keyword = await self._keyword(cur, query, scope, limit, filters, now, span)
+                scored = list(ranking.normalise(keyword).items())
                 signal = "keyword"
             elif mode == "vector":
-                scored = await self._vector(cur, qvec, scope, k, filters, now)
+                scored = await self._vector(cur, qvec, scope, k, filters, now, span)
                 signal = "vector"
             else:
-                keyword = await self._keyword(cur, query, scope, limit, filters, now)
-                vector = await self._vector(cur, qvec, scope, limit, filters, now)
+                keyword = await self._keyword(cur, query, scope, limit, filters, now, span)
+                vector = await self._vector(cur, qvec, scope, limit, filters, now, span)
                 scored = ranking.fuse(keyword, vector)
                 signal = "hybrid"
             if signal == "vector":
                 ranked = scored[:k]
             else:
-                neighbours = await self._neighbours(cur, scope, [rid for rid, _ in scored], filters, now)
+                neighbours = await self._neighbours(cur, scope, [rid for rid, _ in scored], filters, now, span)
                 ranked = ranking.spread_to_neighbours(
                     scored, neighbours, weight=self.context_weight, only_scored=signal == "keyword"
                 )[:k]
@@ -726,8 +753,9 @@ class PostgresStore:
         query: str,
         scope: MemoryScope,
         limit: int,
-        filters: Mapping[str, MetadataValue] | None,
+        filters: Filters | None,
         now: datetime,
+        span: tuple[datetime | None, datetime | None] = (None, None),
     ) -> list[tuple[int, float]]:
         """(rid, BM25) best first, over the scope's user's own statistics (as SQLite's per-user BM25).
 
@@ -739,7 +767,7 @@ class PostgresStore:
         terms = ranking.query_terms(query)
         if not terms:
             return []
-        where = filter_sql(self._live(scope_sql(scope), now), filters)
+        where = filter_sql(self._range(self._live(scope_sql(scope), now), *span), filters)
         user = "d.user_id IS NULL" if scope.user_id is None else "d.user_id = %s"
         s = self._s
         sql = f"""
@@ -793,11 +821,12 @@ class PostgresStore:
         qvec: F32,
         scope: MemoryScope,
         limit: int,
-        filters: Mapping[str, MetadataValue] | None,
+        filters: Filters | None,
         now: datetime,
+        span: tuple[datetime | None, datetime | None] = (None, None),
     ) -> list[tuple[int, float]]:
         """(rid, cosine similarity) best first: exact over the scope, or HNSW when the scope dominates the table."""
-        where = filter_sql(self._live(scope_sql(scope), now), filters)
+        where = filter_sql(self._range(self._live(scope_sql(scope), now), *span), filters)
         vs, s = self._vs, self._s
         dist = f"(r.embedding OPERATOR({vs}.<=>) %b)"
         if self.hnsw and await self._use_hnsw(cur, scope, limit):
@@ -845,8 +874,9 @@ class PostgresStore:
         cur: AsyncCursor[Any],
         scope: MemoryScope,
         rids: Sequence[int],
-        filters: Mapping[str, MetadataValue] | None,
+        filters: Filters | None,
         now: datetime,
+        span: tuple[datetime | None, datetime | None] = (None, None),
     ) -> dict[int, list[tuple[int, int]]]:
         """rid -> (rid, distance) of the live records of its exact scope written just before and after it."""
         window = self.context_window
@@ -855,7 +885,7 @@ class PostgresStore:
         s = self._s
         user = "n.user_id IS NULL" if scope.user_id is None else "n.user_id = %s"
         user_params = [] if scope.user_id is None else [scope.user_id]
-        cond = filter_sql(self._live(_Sql(), now, "w"), filters, "w")
+        cond = filter_sql(self._range(self._live(_Sql(), now, "w"), *span, "w"), filters, "w")
 
         def side(op: str, order: str) -> tuple[str, list[Any]]:
             # The user's nearest records on this side (index range scan), then
@@ -879,6 +909,85 @@ class PostgresStore:
         for rid, b, a in await cur.fetchall():
             out[int(rid)] = [(int(x), d) for lst in (b or [], a or []) for d, x in enumerate(lst, 1)]
         return out
+
+    async def count(
+        self,
+        scope: MemoryScope,
+        *,
+        filters: Filters | None,
+        since: datetime | None,
+        until: datetime | None,
+    ) -> int:
+        where = filter_sql(self._range(self._live(scope_sql(scope), utcnow()), since, until), filters)
+
+        async def read(conn: AsyncConnection[Any]) -> int:
+            async with self._tx(conn, tenant(scope.user_id), read_only=True) as cur:
+                await cur.execute(f"SELECT count(*) FROM {self._s}.records r WHERE {where.text}", where.params)
+                row = await cur.fetchone()
+                return 0 if row is None else int(row[0])
+
+        return await self._read("count", read)
+
+    async def update(self, changes: Sequence[MemoryUpdate], *, scope: MemoryScope) -> list[str]:
+        """Change text, metadata and/or expiry in place, all in one transaction; the ids updated, in order.
+
+        A new text is re-embedded (before the transaction: a failing embedder
+        changes nothing) and re-indexed (its lexemes are a generated column).
+        """
+        if not changes:
+            return []
+        info = await self._ready()
+        texts = [c for c in changes if "text" in c.changed]
+        vectors: dict[str, _Vector] = {}
+        if texts and self.embedder is not None:
+            rows = await _embed(self.embedder, [str(c.text) for c in texts])
+            vectors = {c.id: _Vector(rows[i]) for i, c in enumerate(texts)}
+        elif texts and info.embedder_name is not None:
+            raise EmbedderMismatch(
+                f"PostgreSQL schema {self.schema!r} keeps vectors of embedder {info.embedder_name!r}; "
+                "open it with that embedder to change texts"
+            )
+        key = tenant(scope.user_id)
+        now = utcnow()
+
+        async def write(conn: AsyncConnection[Any]) -> list[str]:
+            done: list[str] = []
+            words = 0
+            async with self._tx(conn, key) as cur:
+                for change in changes:
+                    sets: list[str] = ["updated_at = greatest(%s, r.created_at)"]
+                    params: list[Any] = [now]
+                    if "text" in change.changed:
+                        sets += ["text = %s", "doclen = %s"]
+                        params += [change.text, _words(str(change.text))]
+                        if change.id in vectors:
+                            sets.append("embedding = %b")
+                            params.append(vectors[change.id])
+                    if "metadata" in change.changed:
+                        sets.append("metadata = %s")
+                        params.append(Jsonb(dict(change.metadata or {})))
+                    if "expires_at" in change.changed:
+                        sets.append("expires_at = %s")
+                        params.append(change.expires_at)
+                    where = self._live(scope_sql(scope, "o"), now, "o").add("o.id = %s", change.id)
+                    await cur.execute(
+                        f"WITH old AS (SELECT o.rid, o.doclen FROM {self._s}.records o "
+                        f"WHERE {where.text} FOR UPDATE) "
+                        f"UPDATE {self._s}.records r SET {', '.join(sets)} FROM old WHERE r.rid = old.rid "
+                        "RETURNING r.id, r.doclen - old.doclen",
+                        [*where.params, *params],
+                    )
+                    row = await cur.fetchone()
+                    if row is not None:
+                        done.append(str(row[0]))
+                        words += int(row[1])
+                if words:
+                    await cur.execute(
+                        f"UPDATE {self._s}.tenants SET words = words + %s WHERE tenant = %s", (words, key)
+                    )
+            return done
+
+        return await self._write("update", write)
 
     # -- maintenance -------------------------------------------------------------
 

@@ -30,25 +30,34 @@ def _env() -> dict[str, str]:
 
 
 async def test_processes_and_pools_lose_nothing_and_never_cross_users(pg: Server) -> None:
-    """4 processes x 2 pools add and search at once: every record exactly once, no other user's record, no torn batch."""
+    """4 processes x 2 pools add and search at once.
+
+    Every record is stored exactly once, no search or export returns another
+    user's record, and no export sees part of a batch.
+    """
     schema = fresh_schema()
     first = PostgresMemory(pg.app_dsn, schema=schema)
     await first.add([MemoryRecord(scope=MemoryScope(user_id="setup"), text="schema made")])
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(WORKER), "concurrent", pg.app_dsn, schema, str(p), str(BATCHES), str(SIZE)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=_env(),
-        )
-        for p in range(PROCS)
-    ]
-    results = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=240)
-        assert proc.returncode == 0, err[-3000:]
-        results.append(json.loads(out.strip().splitlines()[-1]))
+
+    def run_workers() -> list[dict[str, int]]:
+        procs = [
+            subprocess.Popen(
+                [sys.executable, str(WORKER), "concurrent", pg.app_dsn, schema, str(p), str(BATCHES), str(SIZE)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=_env(),
+            )
+            for p in range(PROCS)
+        ]
+        results = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=240)
+            assert proc.returncode == 0, err[-3000:]
+            results.append(json.loads(out.strip().splitlines()[-1]))
+        return results
+
+    results = await asyncio.to_thread(run_workers)
     assert sum(r["foreign"] for r in results) == 0
     assert sum(r["torn"] for r in results) == 0
     seen: Counter[tuple[int, int, int, int]] = Counter()
@@ -69,7 +78,8 @@ async def test_a_client_killed_mid_batch_leaves_nothing(pg: Server) -> None:
     schema = fresh_schema()
     memory = PostgresMemory(pg.app_dsn, schema=schema)
     await memory.add([MemoryRecord(scope=MemoryScope(user_id="setup"), text="schema made")])
-    proc = subprocess.Popen(
+    proc = await asyncio.to_thread(
+        subprocess.Popen,
         [sys.executable, str(WORKER), "hang", pg.app_dsn, schema, "victim", "200"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -81,7 +91,7 @@ async def test_a_client_killed_mid_batch_leaves_nothing(pg: Server) -> None:
     assert line.strip() == "READY", proc.stderr.read() if proc.stderr else ""
     # The batch is written, not committed: kill the client there.
     os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
+    await asyncio.to_thread(proc.wait, 30)
     async with await psycopg.AsyncConnection.connect(pg.admin_dsn, autocommit=True) as admin:
         for _ in range(100):  # the server notices the closed socket and rolls back
             cur = await admin.execute(
@@ -103,7 +113,8 @@ async def test_a_client_killed_mid_batch_leaves_nothing(pg: Server) -> None:
 async def _terminate_app_backends(pg: Server) -> int:
     async with await psycopg.AsyncConnection.connect(pg.admin_dsn, autocommit=True) as admin:
         cur = await admin.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = %s AND pid <> pg_backend_pid()",
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE usename = %s AND pid <> pg_backend_pid()",
             ("memoryport_app",),
         )
         row = await cur.fetchone()

@@ -35,8 +35,9 @@ async def test_policies_bind_the_tables_owner(pg: Server, memory: PostgresMemory
     assert memory.rls_enforced is True
     table = f"{memory.schema}.records"
     async with await psycopg.AsyncConnection.connect(pg.app_dsn) as conn:
-        cur = await conn.execute("SELECT relowner::regrole::text, relforcerowsecurity FROM pg_class WHERE oid = %s::regclass",
-                                 (table,))
+        cur = await conn.execute(
+            "SELECT relowner::regrole::text, relforcerowsecurity FROM pg_class WHERE oid = %s::regclass", (table,)
+        )
         assert await cur.fetchone() == ("memoryport_app", True)
         # No setting at all: an unscoped query sees nothing.
         cur = await conn.execute(f"SELECT count(*) FROM {table}")
