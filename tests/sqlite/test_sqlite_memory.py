@@ -9,6 +9,7 @@ import stat
 import subprocess
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -465,7 +466,9 @@ def test_keyword_search_widens_past_rows_that_fail_scope_or_filters(memory: SQLi
     assert len(memory.search_sync("tea", scope=s1, k=5)) == 1
 
 
-def test_a_minority_user_gets_bm25_over_its_own_records(db_path: str, driver: str) -> None:
+def test_a_minority_user_gets_bm25_over_its_own_records(
+    db_path: str, driver: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     memory = SQLiteMemory(db_path, driver=driver)
     # Ben fills most of the file, so Ann's searches take the per-user BM25 path.
     memory.add_sync([MemoryRecord(scope=BEN, text=f"ben walks the dog {i} in the rain") for i in range(60)])
@@ -480,7 +483,15 @@ def test_a_minority_user_gets_bm25_over_its_own_records(db_path: str, driver: st
         ]
     )
     store = memory.port
-    assert store._keyword_local is not None  # the path under test
+    # The path under test: count its calls, so the test fails if searches stop taking it.
+    local_calls: list[int] = []
+    per_user_bm25 = store._keyword_local
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        local_calls.append(1)
+        return per_user_bm25(*args, **kwargs)
+
+    monkeypatch.setattr(store, "_keyword_local", counted)
     # "dentist" is rarer among Ann's records than "walks": the record with both ranks first.
     assert texts(memory.search_sync("dentist walks", scope=ANN, k=1)) == ["Ann walked to the dentist"]
     # Same word (porter: walked = walks): shorter records rank first (length normalisation).
@@ -494,6 +505,7 @@ def test_a_minority_user_gets_bm25_over_its_own_records(db_path: str, driver: st
         "Ann walked to the dentist"
     ]
     assert all("ben" not in t for t in texts(memory.search_sync("rain dog", scope=ANN, k=10)))
+    assert len(local_calls) == 5  # each of the five keyword searches above took the per-user path
     memory.close()
 
 
