@@ -13,6 +13,7 @@ per category. Malformed evidence ids are normalised where unambiguous
 
     python benchmarks/locomo.py [DATA] [--modes keyword,vector,hybrid] [--cache DIR] [--json FILE]
     python benchmarks/locomo.py [DATA] --ablation      # one row per ranking change, cumulative
+    python benchmarks/locomo.py [DATA] --modes hybrid --min-similarity 0.1,0.2,0.3   # similarity floors
 
 ``--ablation`` switches the ranking steps of ``memoryport.ranking``
 off and on in turn (stopwords, fusion by scores instead of ranks, neighbours)
@@ -218,6 +219,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="memoryport-locomo-"))
     db = folder / "locomo.db"
     memories = {mode: SQLiteMemory(db, embedder=embedder, search_mode=mode) for mode in modes}
+    # Hybrid search with a similarity floor for vector-only hits, side by side with the others.
+    for floor in args.min_similarity:
+        memories[f"hybrid, min_similarity {floor:g}"] = SQLiteMemory(db, embedder=embedder, min_similarity=floor)
     writer = memories[modes[0]]
     start = time.perf_counter()
     for conv in conversations:
@@ -345,6 +349,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=None, help="keep embeddings in this folder between runs")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     ap.add_argument("--ablation", action="store_true", help="one row per ranking change (cumulative)")
+    ap.add_argument("--min-similarity", default=[], type=lambda s: [float(v) for v in s.split(",")],
+                    help="also run hybrid search with these similarity floors for vector-only hits, e.g. 0.1,0.2")
     args = ap.parse_args(argv)
     if not args.data.is_file():
         print(f"no LoCoMo file at {args.data}", file=sys.stderr)

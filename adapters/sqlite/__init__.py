@@ -66,6 +66,12 @@ class SQLiteMemory(GuardedMemory):
             (measured on LoCoMo: hybrid recall@10 66.9 -> 75.5); set 0 for a
             store of unrelated facts. Pure vector search never uses it.
         context_window: how many records on each side receive context.
+        min_similarity: in hybrid search, a record that no query word matches
+            comes back only when its cosine similarity to the query is at
+            least this (0 keeps every candidate). Keeps an unrelated record
+            from looking like a match when nothing better exists; the right
+            value depends on the model (0.2 for all-MiniLM-L6-v2, see
+            docs/sqlite.md#what-scores-mean).
         limits, sink, capture_content: see :class:`~memoryport.GuardedMemory`.
 
     Example:
@@ -96,6 +102,7 @@ class SQLiteMemory(GuardedMemory):
         rerank_candidates: int = 20,
         context_weight: float = NEIGHBOUR_WEIGHT,
         context_window: int = NEIGHBOUR_WINDOW,
+        min_similarity: float = 0.0,
         limits: Limits = DEFAULT_LIMITS,
         sink: EventSink | None = None,
         capture_content: bool = False,
@@ -118,6 +125,10 @@ class SQLiteMemory(GuardedMemory):
             raise InvalidInput("context_weight must be a number from 0 to 1", field="context_weight")
         if isinstance(context_window, bool) or not isinstance(context_window, int) or context_window < 0:
             raise InvalidInput("context_window must be a non-negative integer", field="context_window")
+        if isinstance(min_similarity, bool) or not isinstance(min_similarity, (int, float)) or not (
+            -1.0 <= min_similarity <= 1.0
+        ):
+            raise InvalidInput("min_similarity must be a number from -1 to 1", field="min_similarity")
         store = SQLiteStore(
             path,
             embedder=embedder,
@@ -132,6 +143,7 @@ class SQLiteMemory(GuardedMemory):
             reranker=reranker,
             rerank_candidates=rerank_candidates,
             context_weight=float(context_weight),
+            min_similarity=float(min_similarity),
             context_window=context_window,
         )
         self._store = store

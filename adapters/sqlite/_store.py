@@ -318,6 +318,7 @@ class SQLiteStore:
         rerank_candidates: int = 20,
         context_weight: float = ranking.NEIGHBOUR_WEIGHT,
         context_window: int = ranking.NEIGHBOUR_WINDOW,
+        min_similarity: float = 0.0,
     ) -> None:
         if search_mode not in ("hybrid", "vector", "keyword"):
             raise InvalidInput("search_mode must be 'hybrid', 'vector' or 'keyword'", field="search_mode")
@@ -336,6 +337,7 @@ class SQLiteStore:
         self.rerank_candidates = rerank_candidates
         self.context_weight = context_weight
         self.context_window = context_window
+        self.min_similarity = min_similarity
         self._local = threading.local()
         self._connections: list[Conn] = []
         self._conn_lock = threading.Lock()
@@ -1139,6 +1141,11 @@ class SQLiteStore:
             job = self._numpy.submit(self._vector_job(conn, qvec, scope, limit, filters, now))
             keyword = self._keyword(conn, query, scope, limit, filters, now)
             vector = job.result()
+            if self.min_similarity > 0:
+                # A candidate found by vectors alone must be similar enough in absolute terms: min-max
+                # fusion would otherwise give the best of unrelated records a confident-looking score.
+                words = {rid for rid, _ in keyword}
+                vector = [(rid, cos) for rid, cos in vector if rid in words or cos >= self.min_similarity]
             scored = ranking.fuse(keyword, vector)
             signal = "hybrid"
         if signal == "vector":

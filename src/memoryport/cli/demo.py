@@ -161,9 +161,9 @@ async def _conversation(memory: GuardedMemory, where: str, show: _Show) -> None:
     print(f"  tools:  {', '.join(f'{t.name} ({t.effect})' for t in tools)}; the scope comes from the host's")
     print("          ToolContext (signed-in user + chat), never from the model's arguments")
 
-    ann1 = ToolContext(user_id="ann", thread_id="ann-chat-1")
-    ben1 = ToolContext(user_id="ben", thread_id="ben-chat-1")
-    ann2 = ToolContext(user_id="ann", thread_id="ann-chat-2")
+    ann1 = ToolContext(user_id="ann", session_id="ann-chat-1")
+    ben1 = ToolContext(user_id="ben", session_id="ben-chat-1")
+    ann2 = ToolContext(user_id="ann", session_id="ann-chat-2")
 
     show.title("Ann, chat 1")
     show.say("Ann", "I'm vegetarian. And I'm planning a trip to Lisbon in May!")

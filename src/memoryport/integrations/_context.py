@@ -39,7 +39,7 @@ def context_from_value(value: Any) -> ToolContext:
 
     ``value`` may be a ``ToolContext`` (used as is, so its usage counters add
     up), ``None`` (anonymous: the tools refuse, unless the host chose
-    ``thread_scope``), or any object or mapping with ``user_id`` and optionally
+    ``session_scope``), or any object or mapping with ``user_id`` and optionally
     ``session_id`` (or ``thread_id``), ``agent_id`` and ``principal``.
     Other types are a host mistake and raise :class:`~memoryport.UsageError`.
 
@@ -61,4 +61,4 @@ def context_from_value(value: Any) -> ToolContext:
     for name, v in [*ids.items(), ("session_id", session)]:
         if v is not None and not isinstance(v, str):
             raise UsageError(f"{name} in the run context must be a string, not {type(v).__name__}")
-    return ToolContext(user_id=ids["user_id"], thread_id=session, agent_id=ids["agent_id"], principal=ids["principal"])
+    return ToolContext(user_id=ids["user_id"], session_id=session, agent_id=ids["agent_id"], principal=ids["principal"])
