@@ -1,4 +1,4 @@
-"""The ASGI application: the JSON API, health probes and access logs."""
+"""The ASGI application: the JSON API, health probes, access logs and the dashboard."""
 
 from __future__ import annotations
 
@@ -624,8 +624,9 @@ def create_app(
     tools: MemoryTools | None = None,
     close_on_shutdown: bool = True,
     secure_cookies: bool = False,
+    dashboard: bool = True,
 ) -> Starlette:
-    """The ASGI app serving ``memory`` to the holders of ``keys``: the API and the probes.
+    """The ASGI app serving ``memory`` to the holders of ``keys``: the API, the probes and the dashboard.
 
     Args:
         memory: what is served (any :class:`~memoryport.GuardedMemory`).
@@ -635,6 +636,7 @@ def create_app(
         tools: the tools behind ``/v1/tools`` (default ``memory_tools(memory)``).
         close_on_shutdown: close ``memory`` and ``keys`` when the server stops.
         secure_cookies: mark the dashboard's cookie ``Secure`` (behind a TLS proxy).
+        dashboard: serve the dashboard under ``/ui``.
 
     Example:
         >>> app = create_app(SQLiteMemory("memory.db"), KeyStore("keys.db"))  # doctest: +SKIP
@@ -669,6 +671,10 @@ def create_app(
         Route("/v1/tools", _handled(list_tools), methods=["GET"]),
         Route("/v1/tools/{tool}", _handled(call_tool), methods=["POST"]),
     ]
+    if dashboard:
+        from ._dashboard import dashboard_routes
+
+        routes.extend(dashboard_routes())
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
