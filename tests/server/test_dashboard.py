@@ -11,7 +11,6 @@ import httpx
 import pytest
 
 from memoryport import GuardedMemory
-
 from tests.core.dictstore import DictStore
 
 from .support import Live, live_server
@@ -36,7 +35,9 @@ def _csrf(html: str) -> str:
 @pytest.fixture(scope="module")
 def ben_id(live: Live) -> str:
     with live.client("ben") as ben:
-        r = ben.post("/v1/memories", json={"memories": [{"text": "Ben's diary: met Zoe", "metadata": {"kind": "note"}}]})
+        r = ben.post(
+            "/v1/memories", json={"memories": [{"text": "Ben's diary: met Zoe", "metadata": {"kind": "note"}}]}
+        )
         return str(r.json()["ids"][0])
 
 
@@ -81,17 +82,28 @@ def test_forms_need_the_token_and_the_same_origin(live: Live, ben_id: str) -> No
 def test_an_ordinary_key_never_reaches_bens_memory(live: Live, ben_id: str) -> None:
     with _signed_in(live, "ann") as ann:
         token = _csrf(ann.get("/ui/").text)
-        for path in (f"/ui/memories/{ben_id}", f"/ui/memories/{ben_id}?user=ben", "/ui/?user=ben",
-                     "/ui/?q=diary", "/ui/?user=ben&q=diary", "/ui/export?user=ben", "/ui/stats?user=ben",
-                     "/ui/erase?user=ben", "/ui/export"):
+        for path in (
+            f"/ui/memories/{ben_id}",
+            f"/ui/memories/{ben_id}?user=ben",
+            "/ui/?user=ben",
+            "/ui/?q=diary",
+            "/ui/?user=ben&q=diary",
+            "/ui/export?user=ben",
+            "/ui/stats?user=ben",
+            "/ui/erase?user=ben",
+            "/ui/export",
+        ):
             r = ann.get(path)
             assert "Zoe" not in r.text and ben_id not in r.text, path
             if "user=ben" in path:
                 assert r.status_code == 403, path
         assert ann.get(f"/ui/memories/{ben_id}").status_code == 404
-        for path, data in ((f"/ui/memories/{ben_id}/delete", {}), (f"/ui/memories/{ben_id}", {"text": "x"}),
-                           (f"/ui/memories/{ben_id}/delete", {"user": "ben"}), ("/ui/erase", {"confirm": "ben",
-                                                                                              "user": "ben"})):
+        for path, data in (
+            (f"/ui/memories/{ben_id}/delete", {}),
+            (f"/ui/memories/{ben_id}", {"text": "x"}),
+            (f"/ui/memories/{ben_id}/delete", {"user": "ben"}),
+            ("/ui/erase", {"confirm": "ben", "user": "ben"}),
+        ):
             r = ann.post(path, data={"csrf": token, **data})
             assert r.status_code in (403, 404) and "Zoe" not in r.text
     with live.client("ben") as ben:
@@ -127,8 +139,9 @@ def test_erase_needs_the_typed_user_id(tmp_path: Path) -> None:
 def test_edit_through_the_form(tmp_path: Path) -> None:
     with live_server(tmp_path, memory=GuardedMemory(DictStore())) as live:
         with live.client("ann") as api:
-            [mine] = api.post("/v1/memories", json={"memories": [{"text": "Ann likes tea",
-                                                                   "metadata": {"kind": "fact"}}]}).json()["ids"]
+            [mine] = api.post(
+                "/v1/memories", json={"memories": [{"text": "Ann likes tea", "metadata": {"kind": "fact"}}]}
+            ).json()["ids"]
         with _signed_in(live, "ann") as ann:
             page = ann.get(f"/ui/memories/{mine}")
             token = _csrf(page.text)

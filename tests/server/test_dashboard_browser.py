@@ -20,15 +20,20 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from memoryport import Capability, GuardedMemory, MemoryRecord, MemoryScope, SQLiteMemory
-
 from tests.core.dictstore import DictStore
 
 from .support import Live, live_server
 
 T = TypeVar("T")
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--no-first-run", "--disable-sync"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
 
 ANN = [
     ("Ann drinks green tea, never coffee after 4pm", "preference", 1),
@@ -84,8 +89,14 @@ def _seed(memory: GuardedMemory) -> dict[str, str]:
         for i, (text, kind, d) in enumerate(ANN)
     ]
     ids = off_loop(memory.add_sync, records)
-    [ben] = off_loop(memory.add_sync, [MemoryRecord(scope=MemoryScope(user_id="ben"), text="Ben's bank PIN hint: the cat",
-                                          metadata={"kind": "secret"})])
+    [ben] = off_loop(
+        memory.add_sync,
+        [
+            MemoryRecord(
+                scope=MemoryScope(user_id="ben"), text="Ben's bank PIN hint: the cat", metadata={"kind": "secret"}
+            )
+        ],
+    )
     return {"ann_first": ids[0], "ben": ben}
 
 
@@ -169,8 +180,12 @@ def test_a_person_uses_the_dashboard(browser: Browser, tmp_path: Path, shots: Pa
         page.screenshot(path=str(shots / "dashboard-stats.png"), full_page=True)
 
         # another user's memory by editing the URL: the same "no such memory" as a missing id
-        for url in (f"/ui/memories/{ids['ben']}", f"/ui/memories/{ids['ben']}?user=ben", "/ui/?user=ben",
-                    "/ui/export?user=ben"):
+        for url in (
+            f"/ui/memories/{ids['ben']}",
+            f"/ui/memories/{ids['ben']}?user=ben",
+            "/ui/?user=ben",
+            "/ui/export?user=ben",
+        ):
             response = page.goto(f"{live.url}{url}")
             assert response is not None and response.status in (403, 404), url
             expect(page.locator("body")).not_to_contain_text("PIN")

@@ -48,7 +48,7 @@ EPILOG = """examples:
   memoryport mcp --db memory.db --user ann             serve the tools to an MCP client
   memoryport copy old.db new.db --user ann             copy Ann's memories (also to/from module:factory)
   memoryport keys create --db memory.db --user ann     an API key for Ann (shown once)
-  memoryport serve --db memory.db                      the HTTP API on 127.0.0.1:8787
+  memoryport serve --db memory.db                      the HTTP API and dashboard on 127.0.0.1:8787
   memoryport doctor                                    what is installed, and what SQLite can do
 
 Run `memoryport COMMAND --help` for a command's options and examples.
