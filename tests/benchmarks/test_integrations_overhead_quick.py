@@ -9,7 +9,7 @@ import pytest
 for module in ("langgraph.store.base", "langchain_core", "pydantic_ai", "agents"):
     pytest.importorskip(module)
 
-from benchmarks import integrations_overhead
+from benchmarks import integrations_overhead  # noqa: E402
 
 
 def test_quick_run_writes_a_row_per_way(tmp_path: Path) -> None:
