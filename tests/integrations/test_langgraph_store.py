@@ -518,3 +518,18 @@ def test_with_update_a_put_replaces_in_place() -> None:
     store.put(ns, "k", {"text": "three"}, ttl=10)
     store.get(ns, "k")  # refreshes the TTL in place
     assert port.deletes == 0 and store.get(ns, "k").value == {"text": "three"}  # type: ignore[union-attr]
+
+
+def test_a_key_can_be_put_again_after_its_item_expired() -> None:
+    """The expired record keeps its id until purged; a new put under that key must still work."""
+    from integrations_support import StrictIdStore
+
+    port = StrictIdStore()
+    store = MemoryportStore(GuardedMemory(port), namespace=USER_NS)
+    ns = ("memories", "ann")
+    store.put(ns, "k", {"text": "old"}, ttl=0.001)
+    time.sleep(0.1)
+    assert store.get(ns, "k") is None
+    store.put(ns, "k", {"text": "new"})
+    assert store.get(ns, "k").value == {"text": "new"}  # type: ignore[union-attr]
+    assert len(port.rows) == 1
