@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from .adapters.callable import CallableMemory
     from .adapters.graphiti import GraphitiMemory
     from .adapters.mem0 import Mem0Memory
+    from .adapters.postgres import PostgresMemory
     from .adapters.sqlite import SQLiteMemory
     from .adapters.zep import ZepMemory
     from .embedders.local import LocalEmbedder
@@ -91,6 +92,7 @@ _LAZY: dict[str, str] = {
     "GraphitiMemory": "memoryport.adapters.graphiti",
     "LocalEmbedder": "memoryport.embedders.local",
     "Mem0Memory": "memoryport.adapters.mem0",
+    "PostgresMemory": "memoryport.adapters.postgres",
     "RerankerPort": "memoryport._rerank",
     "SQLiteMemory": "memoryport.adapters.sqlite",
     "ZepMemory": "memoryport.adapters.zep",
@@ -129,6 +131,7 @@ __all__ = [
     "MetadataValue",
     "MissingExtra",
     "PendingWrite",
+    "PostgresMemory",
     "RerankerPort",
     "SQLiteMemory",
     "SearchResults",

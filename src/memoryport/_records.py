@@ -7,6 +7,7 @@ import hmac
 import json
 import math
 import os
+import sys
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -345,7 +346,17 @@ class MemoryUpdate(_Model):
 
 
 def _check_scalar(item: Any, what: str) -> None:
-    if item is None or isinstance(item, (bool, int)):
+    if item is None or isinstance(item, bool):
+        return
+    if isinstance(item, int):
+        if item.bit_length() > 63:
+            try:
+                str(item)  # metadata is stored and compared as JSON text
+            except ValueError:
+                raise ValueError(
+                    f"{what} is an integer of more digits than Python writes as text "
+                    f"(sys.get_int_max_str_digits() = {sys.get_int_max_str_digits()}); store it as a string"
+                ) from None
         return
     if isinstance(item, float):
         if not math.isfinite(item):

@@ -47,6 +47,7 @@ PUBLIC = [
     "MetadataValue",
     "MissingExtra",
     "PendingWrite",
+    "PostgresMemory",
     "RerankerPort",
     "SQLiteMemory",
     "SearchResults",

@@ -199,6 +199,23 @@ def test_the_installed_command_in_a_subprocess(tmp_path: Path) -> None:
     assert wrong.stderr.startswith("memoryport search: error: no memory file at") and "Traceback" not in wrong.stderr
 
 
+def test_python_dash_m_memoryport(tmp_path: Path) -> None:
+    """`python -m memoryport ...`, the form MCP host configurations often use, is the same command line."""
+    db = str(tmp_path / "memory.db")
+
+    def call(*argv: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "memoryport", *argv], input=stdin, capture_output=True, text=True, timeout=60
+        )
+
+    assert call("add", "--db", db, "--user", "ann", "-", stdin="Ann drinks green tea\n").returncode == 0
+    found = call("search", "--db", db, "--user", "ann", "tea")
+    assert found.returncode == 0 and "Ann drinks green tea" in found.stdout, found.stderr
+    helped = call("--help")
+    assert helped.returncode == 0 and "memoryport mcp" in helped.stdout
+    assert call("frobnicate").returncode == 2
+
+
 def test_files_with_vectors_need_the_embedder(capsys: pytest.CaptureFixture[str], db: str) -> None:
     from memoryport import CallableEmbedder
 

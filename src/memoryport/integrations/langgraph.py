@@ -136,8 +136,7 @@ class NamespaceTemplate:
         """Check ``template`` and return it; :class:`~memoryport.UsageError` says what is wrong."""
         if isinstance(template, str) or not isinstance(template, Sequence) or not template:
             raise UsageError(
-                'namespace must be a non-empty tuple of labels, e.g. ("memories", "{user_id}"), '
-                f"not {template!r}"
+                f'namespace must be a non-empty tuple of labels, e.g. ("memories", "{{user_id}}"), not {template!r}'
             )
         labels = tuple(template)
         seen: set[str] = set()
@@ -342,7 +341,7 @@ class MemoryportStore(BaseStore):
         Called inside a running event loop it raises :class:`~memoryport.UsageError`
         naming ``abatch`` (use the ``a``-methods of the store there).
         """
-        return run_sync(self.abatch(ops), method="abatch")
+        return run_sync(self.abatch(ops), method="abatch", sync="batch", owner="store")
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in order (a later op sees what an earlier put wrote) and return their results."""

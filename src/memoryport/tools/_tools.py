@@ -295,11 +295,14 @@ class MemoryTools(Sequence[MemoryTool]):
             return ToolError("unknown_tool", f"there is no tool named {name!r}; use one of {self.names}").as_result()
         if arguments is None or arguments == "" or arguments == b"":
             parsed: Any = {}
-        elif isinstance(arguments, (str, bytes)):
+        elif isinstance(arguments, (str, bytes, bytearray)):
             try:
                 parsed = json.loads(arguments)
             except ValueError:
                 return ToolError("invalid_arguments", "the arguments are not valid JSON").as_result()
+            except RecursionError:
+                # The model controls the text: "[[[[..." nested deeper than Python recurses.
+                return ToolError("invalid_arguments", "the arguments are nested too deeply").as_result()
         else:
             parsed = arguments
         if not isinstance(parsed, Mapping):
