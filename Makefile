@@ -46,6 +46,8 @@ $(STAMP): pyproject.toml Makefile
 	  echo "not installing $(TORCH): pip resolves it to a CUDA build here (nvidia wheels, ~2.7 GB);"; \
 	  echo "the LocalEmbedder fidelity test will be skipped"; \
 	fi
+	# The dashboard's browser tests drive Debian's chromium with Playwright (which cannot download a browser here).
+	test -x /usr/bin/chromium || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -20,7 +20,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 import numpy as np
 
@@ -28,11 +28,14 @@ from memoryport import ranking
 from memoryport._embedding import EmbeddingPort, check_matrix
 from memoryport._errors import BackendError, EmbedderMismatch, EmbeddingError, InvalidInput, UsageError
 from memoryport._port import Capability, SearchResults
-from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MetadataValue, utcnow
+from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate, MetadataValue, utcnow
 from memoryport._rerank import RerankerPort
 
 from ._driver import load_driver, version_tuple
 from ._fts import like_patterns, match_expression
+from ._where import Where, meta_row, where_sql
+
+_Cond = Union[Where, Mapping[str, Any], None]
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -75,6 +78,7 @@ MIGRATIONS: list[tuple[str, ...]] = [
             WITHOUT ROWID""",
         "INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', 0), ('records', 0)",
     ),
+    ("ALTER TABLE records ADD COLUMN updated_at INTEGER",),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -105,15 +109,7 @@ def tenant_token(user_id: str | None) -> str:
 
 def _meta_row(key: str, value: MetadataValue) -> tuple[str, str, Any]:
     """(key, tag, value) for the metadata side table; the tag keeps JSON types apart."""
-    if value is None:
-        return key, "z", None
-    if isinstance(value, bool):
-        return key, "b", int(value)
-    if isinstance(value, int):
-        return (key, "N", str(value)) if not -_BIG <= value < _BIG else (key, "n", value)
-    if isinstance(value, float):
-        return key, "n", value
-    return key, "s", value
+    return meta_row(key, value)
 
 
 def _scope_sql(scope: MemoryScope, alias: str = "r") -> tuple[str, list[Any]]:
@@ -128,18 +124,9 @@ def _scope_sql(scope: MemoryScope, alias: str = "r") -> tuple[str, list[Any]]:
     return " AND ".join(conds), params
 
 
-def _filter_sql(filters: Mapping[str, MetadataValue] | None, alias: str = "r") -> tuple[str, list[Any]]:
-    if not filters:
-        return "", []
-    sql: list[str] = []
-    params: list[Any] = []
-    for key, value in filters.items():
-        sql.append(
-            f" AND EXISTS (SELECT 1 FROM record_meta m WHERE m.rid = {alias}.rid "
-            "AND m.key = ? AND m.tag = ? AND m.value IS ?)"
-        )
-        params.extend(_meta_row(key, value))
-    return "".join(sql), params
+def _filter_sql(filters: _Cond, alias: str = "r", created: str | None = None) -> tuple[str, list[Any]]:
+    """Filters (operators included) and the time range as `` AND ...``; see ``_where.py``."""
+    return where_sql(filters, alias, created)
 
 
 async def _embed(embedder: EmbeddingPort, texts: list[str]) -> F32:
@@ -200,13 +187,15 @@ def _normalise(matrix: F32) -> F32:
     return np.ascontiguousarray(matrix / np.maximum(norms, 1e-12), dtype=np.float32)
 
 
-_COLUMNS = "r.rid, r.id, r.user_id, r.session_id, r.agent_id, r.text, r.metadata, r.created_at, r.expires_at"
+_COLUMNS = (
+    "r.rid, r.id, r.user_id, r.session_id, r.agent_id, r.text, r.metadata, r.created_at, r.expires_at, r.updated_at"
+)
 
 
 def _record(row: Sequence[Any]) -> MemoryRecord:
     # Rows were validated on the way in; re-validating every text on every read
     # would cost ~50 µs per hit (more than a 10k-vector scan), so construct directly.
-    _, rid, user, session, agent, text, metadata, created, expires = row
+    _, rid, user, session, agent, text, metadata, created, expires, updated = row
     return MemoryRecord.model_construct(
         id=rid,
         scope=MemoryScope.model_construct(user_id=user, session_id=session, agent_id=agent),
@@ -214,6 +203,7 @@ def _record(row: Sequence[Any]) -> MemoryRecord:
         metadata=json.loads(metadata) if metadata else {},
         created_at=_dt(created),
         expires_at=None if expires is None else _dt(expires),
+        updated_at=None if updated is None else _dt(updated),
     )
 
 
@@ -362,6 +352,10 @@ class SQLiteStore:
             Capability.DELETE,
             Capability.EXPORT,
             Capability.PURGE,
+            Capability.UPDATE,
+            Capability.COUNT,
+            Capability.TIME_RANGE,
+            Capability.FILTER_OPERATORS,
         }
         if embedder is not None:
             caps.add(Capability.VECTOR_SEARCH)
@@ -943,13 +937,18 @@ class SQLiteStore:
                         json.dumps(r.metadata, ensure_ascii=False) if r.metadata else None,
                         _us(r.created_at),
                         None if r.expires_at is None else _us(r.expires_at),
+                        None if r.updated_at is None else _us(r.updated_at),
                     )
                 )
                 fts.append((rid, r.text, tenant_token(r.scope.user_id)))
                 if r.metadata:
                     metas.extend((rid, *_meta_row(k, v)) for k, v in r.metadata.items())
             try:
-                conn.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                conn.executemany(
+                    "INSERT INTO records(rid, id, user_id, session_id, agent_id, text, metadata, created_at, "
+                    "expires_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
             except self.driver.IntegrityError:
                 self._raise_duplicate(conn, records)
                 raise
@@ -1066,18 +1065,60 @@ class SQLiteStore:
 
         return await self._run(lambda: self._read(read))
 
-    async def export(self, scope: MemoryScope) -> list[MemoryRecord]:
+    async def export(
+        self, scope: MemoryScope, *, since: datetime | None = None, until: datetime | None = None
+    ) -> list[MemoryRecord]:
         where, params = _scope_sql(scope)
+        tsql, tparams = _filter_sql(Where.of(None, since, until))
 
         def read(conn: Conn) -> list[MemoryRecord]:
-            rows = conn.execute(f"SELECT {_COLUMNS} FROM records r WHERE {where} ORDER BY r.created_at, r.rid", params)
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM records r WHERE {where}{tsql} ORDER BY r.created_at, r.rid", params + tparams
+            )
             return [_record(row) for row in rows]
 
         return await self._run(lambda: self._read(read))
 
     async def search(
-        self, query: str, *, scope: MemoryScope, k: int, filters: Mapping[str, MetadataValue] | None
+        self,
+        query: str,
+        *,
+        scope: MemoryScope,
+        k: int,
+        filters: Mapping[str, Any] | None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> list[MemoryHit]:
+        # Filters (with operators) and the time range travel together from here on.
+        cond = Where.of(filters, since, until)
+        return await self._search_where(query, scope, k, cond)
+
+    async def update(self, changes: Sequence[MemoryUpdate], *, scope: MemoryScope) -> list[str]:
+        from ._update import update_records
+
+        return await update_records(self, changes, scope)
+
+    async def count(
+        self,
+        scope: MemoryScope,
+        *,
+        filters: Mapping[str, Any] | None,
+        since: datetime | None,
+        until: datetime | None,
+    ) -> int:
+        where, params = _scope_sql(scope)
+        csql, cparams = _filter_sql(Where.of(filters, since, until))
+
+        def read(conn: Conn) -> int:
+            row = conn.execute(
+                f"SELECT count(*) FROM records r WHERE {where} AND (r.expires_at IS NULL OR r.expires_at > ?){csql}",
+                [*params, _us(utcnow()), *cparams],
+            ).fetchone()
+            return int(row[0])
+
+        return await self._run(lambda: self._read(read))
+
+    async def _search_where(self, query: str, scope: MemoryScope, k: int, filters: _Cond) -> list[MemoryHit]:
         if not query.strip():
             return await self._run(lambda: self._read(lambda conn: self._recent(conn, scope, k, filters)))
         qvec: F32 | None = None
@@ -1101,7 +1142,7 @@ class SQLiteStore:
         return SearchResults(hits[:k], mode=mode)
 
     def _recent(
-        self, conn: Conn, scope: MemoryScope, k: int, filters: Mapping[str, MetadataValue] | None
+        self, conn: Conn, scope: MemoryScope, k: int, filters: _Cond
     ) -> list[MemoryHit]:
         where, params = _scope_sql(scope)
         fsql, fparams = _filter_sql(filters)
@@ -1123,7 +1164,7 @@ class SQLiteStore:
         mode: str,
         scope: MemoryScope,
         k: int,
-        filters: Mapping[str, MetadataValue] | None,
+        filters: _Cond,
     ) -> list[MemoryHit]:
         now = _us(utcnow())
         limit = max(k, self.candidates)
@@ -1162,7 +1203,7 @@ class SQLiteStore:
         ]
 
     def _neighbours(
-        self, conn: Conn, rids: Sequence[int], filters: Mapping[str, MetadataValue] | None, now: int
+        self, conn: Conn, rids: Sequence[int], filters: _Cond, now: int
     ) -> dict[int, list[tuple[int, int]]]:
         """rid -> (rid, distance) of the live records of its exact scope written just before and after it.
 
@@ -1173,7 +1214,7 @@ class SQLiteStore:
             return {}
         # Only the user's nearest _NEIGHBOUR_SCAN records on each side are looked at, so a
         # selective filter or interleaved sessions cannot make this walk a user's whole history.
-        fsql, fparams = _filter_sql(filters, alias="w")
+        fsql, fparams = _filter_sql(filters, alias="w", created="w.t")
         side = (
             "(SELECT json_group_array(json_array(t, rid)) FROM (SELECT w.t AS t, w.rid AS rid FROM ("
             "SELECT n.created_at AS t, n.rid AS rid, n.session_id AS s, n.agent_id AS a, n.expires_at AS e "
@@ -1209,7 +1250,7 @@ class SQLiteStore:
         query: str,
         scope: MemoryScope,
         limit: int,
-        filters: Mapping[str, MetadataValue] | None,
+        filters: _Cond,
         now: int,
     ) -> list[tuple[int, float]]:
         """(rid, score) best first; score is -BM25 (higher is better) or the number of words matched (LIKE)."""
@@ -1400,7 +1441,7 @@ class SQLiteStore:
         qvec: F32,
         scope: MemoryScope,
         limit: int,
-        filters: Mapping[str, MetadataValue] | None,
+        filters: _Cond,
         now: int,
     ) -> list[tuple[int, float]]:
         """(rid, cosine similarity) best first."""
@@ -1412,7 +1453,7 @@ class SQLiteStore:
         qvec: F32,
         scope: MemoryScope,
         limit: int,
-        filters: Mapping[str, MetadataValue] | None,
+        filters: _Cond,
         now: int,
     ) -> Callable[[], list[tuple[int, float]]]:
         """Read what the vector ranking needs (in this snapshot); return the pure numpy rest."""

@@ -14,6 +14,7 @@ __all__ = ["ContextFrom", "as_tools", "context_from_value"]
 ContextFrom = Callable[[Any], ToolContext]
 """Turns a framework's run context value (deps, context, config) into the :class:`~memoryport.ToolContext`."""
 
+# The chat's id: ``session_id``, or ``thread_id`` as frameworks such as LangGraph call it.
 _SESSION_KEYS = ("session_id", "thread_id")
 
 
