@@ -638,9 +638,10 @@ class AgentMemory:
         scores = [float(h.score) for h in hits]
         low, high = min(scores), max(scores)
         span = high - low
+        ratio = low >= 0 and high > 0  # score / best keeps the backend's own spread: near-ties stay near 1
         ranked: list[tuple[float, int, MemoryItem]] = []
         for i, item in enumerate(items):
-            relevance = 1.0 if span <= 0 else (scores[i] - low) / span
+            relevance = scores[i] / high if ratio else (1.0 if span <= 0 else (scores[i] - low) / span)
             salience = weights.relevance * relevance + weights.standing(item.importance, item.last_touched, now)
             ranked.append((salience, i, item))
         ranked.sort(key=lambda t: (-t[0], t[1]))

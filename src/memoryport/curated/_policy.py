@@ -93,8 +93,9 @@ def _positive_delta(value: object, field: str) -> timedelta:
 class Salience:
     """How recall orders memories: ``relevance·r + importance·i + recency·t``.
 
-    * ``r`` is the backend's score rescaled over the candidates (best 1, worst 0;
-      all equal: 1), so that any backend's scores combine the same way;
+    * ``r`` is the backend's score relative to the best candidate's (``score / best``
+      when no score is negative, else rescaled from worst 0 to best 1), so that
+      any backend's scores combine the same way and near-ties stay near 1;
     * ``i`` is the memory's importance in [0, 1];
     * ``t`` is ``0.5 ** (age / half_life)``, the age counted from the last use
       (recall hit, reinforcement, duplicate write) or else from creation.
