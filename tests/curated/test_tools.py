@@ -145,3 +145,19 @@ async def test_standard_tools_reminders_update_and_recall_filters(memory: Guarde
     assert await agent.get(r["id"], scope=BEN) is None
     assert BEN  # Ben's scope stays empty throughout
     assert await memory.export(BEN) == []
+
+
+async def test_thread_scoped_tools_dedup_only_inside_the_thread(memory: GuardedMemory) -> None:
+    from memoryport import thread_scope
+
+    agent = AgentMemory(memory)
+    tools = curated_tools(agent, scope_from=thread_scope)
+    one = ToolContext(user_id="ann", thread_id="t1")
+    two = ToolContext(user_id="ann", thread_id="t2")
+    a = await tools.dispatch("remember", {"text": "Ann likes green tea"}, one)
+    b = await tools.dispatch("remember", {"text": "Ann likes green tea"}, two)
+    assert a["action"] == b["action"] == "added" and a["id"] != b["id"]
+    c = await tools.dispatch("remember", {"text": "Ann likes green tea."}, two)
+    assert c["action"] == "updated" and c["id"] == b["id"]
+    with pytest.raises(UsageError, match="within"):
+        await agent.remember("x", scope=ANN, within=BEN)

@@ -283,6 +283,7 @@ class AgentMemory:
         due_at: datetime | None = None,
         ttl: Duration | None = None,
         metadata: Mapping[str, MetadataValue] | None = None,
+        within: MemoryScope | None = None,
         ctx: EventSink | None = None,
     ) -> Remembered:
         """Store one memory, or update/reinforce its near-duplicate; say which.
@@ -294,17 +295,26 @@ class AgentMemory:
         """
         new = NewMemory(text, kind, importance, source, tuple(entities) if not isinstance(entities, str)
                         else (entities,), pinned, due_at, ttl, metadata)
-        return (await self.remember_many([new], scope=scope, ctx=ctx))[0]
+        return (await self.remember_many([new], scope=scope, within=within, ctx=ctx))[0]
 
     async def remember_many(
-        self, memories: Sequence[NewMemory], *, scope: MemoryScope, ctx: EventSink | None = None
+        self,
+        memories: Sequence[NewMemory],
+        *,
+        scope: MemoryScope,
+        within: MemoryScope | None = None,
+        ctx: EventSink | None = None,
     ) -> list[Remembered]:
         """Store a batch; each one is checked for a near-duplicate first (in store and earlier in the batch).
 
         Every item is checked before anything is written: one bad item stores
         nothing. New memories go in one ``add``, duplicates in one ``update``.
-        With ``max_memories`` set, the least salient unpinned memories of the
-        owner are evicted afterwards (reported in ``Remembered.evicted``).
+        With ``max_memories`` set, the least salient unpinned memories are
+        evicted afterwards (reported in ``Remembered.evicted``).
+
+        Dedup and the cap look ``within`` a scope that must cover ``scope``;
+        by default the owner: the user (and agent) across sessions, see
+        :func:`owner`. Pass ``within=scope`` to keep them inside one session.
 
         Example:
             >>> results = await memory.remember_many(
@@ -323,7 +333,9 @@ class AgentMemory:
             )
         now = self._now()
         built = [self._build(m, f"memories[{i}]", now) for i, m in enumerate(memories)]
-        home = owner(scope)
+        home = owner(scope) if within is None else within
+        if not isinstance(home, MemoryScope) or not home.covers(scope):
+            raise UsageError("within must be a MemoryScope that covers scope (e.g. the user's scope)")
         policy = self.policy
         results: list[Remembered | None] = [None] * len(memories)
         adds: dict[str, MemoryRecord] = {}  # pending new records by their pre-assigned id

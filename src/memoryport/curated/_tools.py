@@ -254,7 +254,7 @@ def curated_tools(
 
     async def remember(arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
         args = parse(RememberArgs, arguments)
-        write, _ = scopes(context)
+        write, read = scopes(context)
         if not args.text.strip():
             raise ToolError("invalid_arguments", "argument 'text' must not be empty")
         if write_check is not None:
@@ -263,8 +263,10 @@ def curated_tools(
                 raise ToolError("refused", str(reason))
         due = _parse_due(getattr(args, "due_at", None))
         relay = _Relay(context, guard.sink)
+        # Dedup looks where recall looks: the user's chats, or only this one under thread_scope.
         result = await guarded(lambda: memory.remember(
-            args.text, scope=write, kind=args.kind, importance=args.importance, source="tool", due_at=due, ctx=relay))
+            args.text, scope=write, kind=args.kind, importance=args.importance, source="tool", due_at=due,
+            within=read, ctx=relay))
         out: dict[str, Any] = {"id": result.id, "remembered": True, "action": result.action}
         if result.duplicate_of is not None:
             out["note"] = "a very similar memory existed; it was " + result.action + " instead of adding a new one."
