@@ -12,7 +12,7 @@ from memoryport._errors import BackendError, MemoryportError, UsageError
 from memoryport._events import EventSink
 from memoryport._guard import GuardedMemory
 from memoryport._port import Capability, SearchResults
-from memoryport._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemoryScope, MetadataValue
+from memoryport._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate
 
 __all__ = ["CallableMemory"]
 
@@ -70,10 +70,21 @@ class _CallableStore:
             raise self._fail("add", f"the add function returned a {type(ids).__name__}, not a list of ids")
         return [str(i) for i in ids]
 
+    def _range(self, since: datetime | None, until: datetime | None) -> dict[str, datetime | None]:
+        # Only a host that declared time ranges takes since/until (older functions lack the arguments).
+        return {"since": since, "until": until} if Capability.TIME_RANGE in self.capabilities else {}
+
     async def search(
-        self, query: str, *, scope: MemoryScope, k: int, filters: Mapping[str, MetadataValue] | None
+        self,
+        query: str,
+        *,
+        scope: MemoryScope,
+        k: int,
+        filters: Mapping[str, Any] | None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> list[MemoryHit]:
-        items = await self._call("search", query=query, scope=scope, k=k, filters=filters)
+        items = await self._call("search", query=query, scope=scope, k=k, filters=filters, **self._range(since, until))
         if items is None:
             return SearchResults(mode="backend")
         if not isinstance(items, Iterable):
@@ -111,11 +122,32 @@ class _CallableStore:
             raise self._fail("delete", f"the delete function returned a {type(n).__name__}, not a count")
         return n
 
-    async def export(self, scope: MemoryScope) -> list[MemoryRecord]:
-        records = await self._call("export", scope=scope)
+    async def export(
+        self, scope: MemoryScope, *, since: datetime | None = None, until: datetime | None = None
+    ) -> list[MemoryRecord]:
+        records = await self._call("export", scope=scope, **self._range(since, until))
         if not isinstance(records, Iterable):
             raise self._fail("export", f"the export function returned a {type(records).__name__}, not a list")
         return list(records)
+
+    async def update(self, changes: Sequence[MemoryUpdate], *, scope: MemoryScope) -> list[str]:
+        ids = await self._call("update", changes=list(changes), scope=scope)
+        if ids is None or isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+            raise self._fail("update", f"the update function returned a {type(ids).__name__}, not a list of ids")
+        return [str(i) for i in ids]
+
+    async def count(
+        self,
+        scope: MemoryScope,
+        *,
+        filters: Mapping[str, Any] | None,
+        since: datetime | None,
+        until: datetime | None,
+    ) -> int:
+        n = await self._call("count", scope=scope, filters=filters, since=since, until=until)
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise self._fail("count", f"the count function returned a {type(n).__name__}, not a count")
+        return n
 
     async def purge(self, *, now: datetime, created_before: datetime | None) -> int:
         n = await self._call("purge", now=now, created_before=created_before)
@@ -130,14 +162,21 @@ class CallableMemory(GuardedMemory):
     Each function is called with keyword arguments named as in the port:
     ``add(records)``, ``search(query, scope, k, filters)``, ``get(id, scope)``,
     ``delete(ids, scope)`` (``ids=None`` erases the scope), ``export(scope)``,
-    ``purge(now, created_before)``. ``search`` may return records (ranked in
-    order), :class:`MemoryHit` objects or ``(record, score)`` pairs; ``add``
-    may return the ids or ``None`` (the ids the guard assigned are used).
+    ``purge(now, created_before)``, ``update(changes, scope)`` (a list of
+    :class:`~memoryport.MemoryUpdate`; return the ids updated) and
+    ``count(scope, filters, since, until)``. ``search`` may return records
+    (ranked in order), :class:`MemoryHit` objects or ``(record, score)`` pairs;
+    ``add`` may return the ids or ``None`` (the ids the guard assigned are used).
 
     Capabilities follow from the functions given (``get``, ``delete``,
-    ``export``, ``purge``); the functions are assumed to store whole records
-    (session and agent scopes, metadata, filters, expiry). Pass
-    ``capabilities=`` to declare exactly what your store supports instead.
+    ``export``, ``purge``, ``update``, ``count``); the functions are assumed to
+    store whole records (session and agent scopes, metadata, equality filters,
+    expiry). Pass ``capabilities=`` to declare exactly what your store supports
+    instead: with ``time_range`` your ``search`` and ``export`` also take
+    ``since`` and ``until`` (aware datetimes or ``None``), and with
+    ``filter_operators`` the filters they get may hold operator dicts
+    (``{"$gte": 0.5}``). Without those, the guard applies time ranges and
+    operators to what your functions return.
     Any exception from a function becomes :class:`BackendError`; logs carry
     only the exception's type.
 
@@ -165,6 +204,8 @@ class CallableMemory(GuardedMemory):
         delete: Fn | None = None,
         export: Fn | None = None,
         purge: Fn | None = None,
+        update: Fn | None = None,
+        count: Fn | None = None,
         capabilities: Iterable[Capability | str] | None = None,
         name: str = "callable",
         retention_days: float | None = None,
@@ -179,16 +220,19 @@ class CallableMemory(GuardedMemory):
             "delete": delete,
             "export": export,
             "purge": purge,
+            "update": update,
+            "count": count,
         }
         for op, fn in fns.items():
             if fn is not None and not callable(fn):
                 raise UsageError(f"CallableMemory({op}=...) must be a function, not {type(fn).__name__}")
-        given = frozenset(Capability(op) for op in ("get", "delete", "export", "purge") if fns[op] is not None)
+        optional = ("get", "delete", "export", "purge", "update", "count")
+        given = frozenset(Capability(op) for op in optional if fns[op] is not None)
         if capabilities is None:
             caps = _STORAGE | given
         else:
             caps = frozenset(Capability(c) for c in capabilities)
-            lacking = (caps & {Capability.GET, Capability.DELETE, Capability.EXPORT, Capability.PURGE}) - given
+            lacking = (caps & {Capability(op) for op in optional}) - given
             if lacking:
                 names = ", ".join(sorted(c.value for c in lacking))
                 raise UsageError(f"CallableMemory declares {names} but was given no function for it")

@@ -23,7 +23,7 @@ the layer's clock to the day after each conversation's last session, so that
 recency weighs in (with the real clock every turn is years old and recency is
 ~0 for all).
 
-``--ablation`` switches the ranking steps of ``memoryport.adapters.sqlite.ranking``
+``--ablation`` switches the ranking steps of ``memoryport.ranking``
 off and on in turn (stopwords, fusion by scores instead of ranks, neighbours)
 to show what each gained.
 
@@ -214,7 +214,7 @@ class CuratedSearch:
 
 def configure_ranking(step: str) -> None:
     """Switch the ranking steps of SQLiteMemory on up to ``step`` (see ``ABLATION``), for the ablation table."""
-    from memoryport.adapters.sqlite import ranking
+    from memoryport import ranking
 
     original = configure_ranking.__dict__.setdefault(
         "original", (ranking.STOPWORDS, ranking.fuse, ranking.NEIGHBOUR_WEIGHT)

@@ -18,8 +18,8 @@ from memoryport._guard import GuardedMemory
 from memoryport._records import DEFAULT_LIMITS, Limits
 from memoryport._rerank import RerankerPort
 from memoryport._sync import run_sync
+from memoryport.ranking import NEIGHBOUR_WEIGHT, NEIGHBOUR_WINDOW
 
-from . import ranking
 from ._driver import available_drivers, load_driver
 from ._store import SCHEMA_VERSION, SQLiteStore, reembed_file
 
@@ -33,7 +33,7 @@ class SQLiteMemory(GuardedMemory):
     mode. Calls run in worker threads, each on its own connection, so one file
     is safe across threads, event loops and processes; a batch is one
     transaction. With an ``embedder`` every record is embedded on add and
-    search fuses BM25 and cosine rankings (reciprocal rank fusion); if the
+    search fuses BM25 and cosine scores (:func:`memoryport.ranking.fuse`); if the
     embedder fails during a search, the search goes on by keywords with a
     WARNING. Deletes are real: rows are zeroed (``secure_delete``), words leave
     the FTS5 index, and the WAL is checkpointed.
@@ -94,8 +94,8 @@ class SQLiteMemory(GuardedMemory):
         search_mode: str = "hybrid",
         reranker: RerankerPort | None = None,
         rerank_candidates: int = 20,
-        context_weight: float = ranking.NEIGHBOUR_WEIGHT,
-        context_window: int = ranking.NEIGHBOUR_WINDOW,
+        context_weight: float = NEIGHBOUR_WEIGHT,
+        context_window: int = NEIGHBOUR_WINDOW,
         limits: Limits = DEFAULT_LIMITS,
         sink: EventSink | None = None,
         capture_content: bool = False,

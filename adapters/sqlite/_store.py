@@ -22,14 +22,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from memoryport import ranking
 from memoryport._embedding import EmbeddingPort, check_matrix
 from memoryport._errors import BackendError, EmbedderMismatch, EmbeddingError, InvalidInput, UsageError
 from memoryport._port import Capability, SearchResults
 from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MetadataValue, utcnow
-from memoryport._rerank import RerankerPort, check_scores
+from memoryport._rerank import RerankerPort
 
-from . import ranking
 from ._driver import load_driver, version_tuple
+from ._fts import like_patterns, match_expression
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -839,28 +840,13 @@ class SQLiteStore:
                     os.path.basename(self.path),
                     type(exc).__name__,
                 )
-        fetch = max(k, self.rerank_candidates) if self.reranker is not None else k
+        fetch = ranking.rerank_pool(k, self.reranker, self.rerank_candidates)
         hits = await self._run(
             lambda: self._read(lambda conn: self._search(conn, query, qvec, mode, scope, fetch, filters))
         )
-        if self.reranker is not None and len(hits) > 1:
-            hits = await self._rerank(self.reranker, query, hits)
+        if self.reranker is not None:
+            hits = await ranking.rerank(self.reranker, query, hits, backend=f"SQLite {os.path.basename(self.path)}")
         return SearchResults(hits[:k], mode=mode)
-
-    async def _rerank(self, reranker: RerankerPort, query: str, hits: list[MemoryHit]) -> list[MemoryHit]:
-        """Order the fused candidates by the reranker's scores; on failure keep the fused order (WARNING)."""
-        try:
-            scores = check_scores(await reranker.rerank(query, [h.record.text for h in hits]), len(hits),
-                                  getattr(reranker, "name", "reranker"))
-        except Exception as exc:
-            logger.warning(
-                "SQLite %s: the reranker failed during search (%s); keeping the fused order",
-                os.path.basename(self.path),
-                type(exc).__name__,
-            )
-            return hits
-        order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))
-        return [MemoryHit(record=hits[i].record, score=scores[i], signal=hits[i].signal) for i in order]
 
     def _recent(
         self, conn: Conn, scope: MemoryScope, k: int, filters: Mapping[str, MetadataValue] | None
@@ -974,7 +960,7 @@ class SQLiteStore:
         fsql, fparams = _filter_sql(filters)
         live = "(r.expires_at IS NULL OR r.expires_at > ?)"
         if self.keyword_index == "fts5":
-            expression = ranking.match_expression(query)
+            expression = match_expression(query)
             if expression is None:
                 return []
             # The tenant token confines the FTS5 scan to this user's postings, so
@@ -992,7 +978,7 @@ class SQLiteStore:
                 return self._keyword_local(conn, ranking.query_terms(query), tenant, mine, limit, check)
             return self._keyword_bm25(conn, f"body : ({expression})", limit, check)
 
-        patterns = ranking.like_patterns(query)
+        patterns = like_patterns(query)
         if not patterns:
             return []
         # One JSON parameter holds every pattern: no limit on expression depth or host parameters.

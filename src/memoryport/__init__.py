@@ -31,9 +31,11 @@ from ._errors import (
 )
 from ._events import EventSink, MemoryEvent
 from ._extras import lazy_exports
+from ._filters import OPERATORS
 from ._guard import GuardedMemory
 from ._port import Capability, MemoryPort, SearchResults
-from ._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemoryScope, MetadataValue
+from ._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate, MetadataValue
+from ._timerange import TimeBound
 
 if TYPE_CHECKING:
     from ._copy import CopyReport, copy_memories, copy_memories_sync
@@ -98,6 +100,7 @@ _LAZY: dict[str, str] = {
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "OPERATORS",
     "BackendError",
     "CallableEmbedder",
     "CallableMemory",
@@ -121,6 +124,7 @@ __all__ = [
     "MemoryScope",
     "MemoryTool",
     "MemoryTools",
+    "MemoryUpdate",
     "MemoryportError",
     "MetadataValue",
     "MissingExtra",
@@ -128,6 +132,7 @@ __all__ = [
     "RerankerPort",
     "SQLiteMemory",
     "SearchResults",
+    "TimeBound",
     "ToolContext",
     "ToolError",
     "UnsupportedCapability",

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # The public surface. Extend it on purpose (sorted), never by accident.
 PUBLIC = [
     "DEFAULT_LIMITS",
+    "OPERATORS",
     "BackendError",
     "CallableEmbedder",
     "CallableMemory",
@@ -41,6 +42,7 @@ PUBLIC = [
     "MemoryScope",
     "MemoryTool",
     "MemoryTools",
+    "MemoryUpdate",
     "MemoryportError",
     "MetadataValue",
     "MissingExtra",
@@ -48,6 +50,7 @@ PUBLIC = [
     "RerankerPort",
     "SQLiteMemory",
     "SearchResults",
+    "TimeBound",
     "ToolContext",
     "ToolError",
     "UnsupportedCapability",

@@ -6,10 +6,10 @@ import pytest
 
 from memoryport import CallableEmbedder, MemoryRecord, MemoryScope
 from memoryport.adapters.sqlite import SQLiteMemory
-from memoryport.adapters.sqlite.ranking import (
+from memoryport.adapters.sqlite._fts import match_expression
+from memoryport.ranking import (
     STOPWORDS,
     fuse,
-    match_expression,
     normalise,
     query_terms,
     spread_to_neighbours,

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from memoryport import CallableEmbedder
-from memoryport.adapters.sqlite.ranking import query_terms
+from memoryport.ranking import query_terms
 
 HERE = Path(__file__).parent
 WORKER = HERE / "worker.py"

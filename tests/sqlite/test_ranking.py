@@ -8,12 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memoryport.adapters.sqlite.ranking import (
+from memoryport.adapters.sqlite._fts import like_patterns, match_expression
+from memoryport.ranking import (
     STOPWORDS,
     bm25_idf,
     bm25_length_factor,
-    like_patterns,
-    match_expression,
     query_terms,
     reciprocal_rank_fusion,
 )
@@ -94,3 +93,14 @@ def test_bm25_length_factor_normalises_by_length() -> None:
     assert bm25_length_factor(10, 10.0) == pytest.approx(1.0)
     assert bm25_length_factor(2, 10.0) > 1.0 > bm25_length_factor(40, 10.0)
     assert bm25_length_factor(40, 10.0, b=0.0) == pytest.approx(1.0)
+
+
+def test_docstring_examples_of_the_ranking_modules() -> None:
+    import doctest
+
+    from memoryport import ranking
+    from memoryport.adapters.sqlite import _fts
+
+    for module in (ranking, _fts):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__

@@ -1,12 +1,11 @@
-"""Pure ranking helpers of the SQLite backend: query parsing and rank fusion.
+"""Ranking shared by the stores that rank themselves: query words, BM25, score fusion, reranking.
 
-Nothing here touches SQLite or numpy, so retrieval quality can be tuned (and
-unit-tested) in isolation:
+A store that searches its own records (SQLite, PostgreSQL, a third party's)
+uses these instead of writing its own, so retrieval quality is tuned (and
+unit-tested) in one place. Nothing here touches a database or numpy:
 
-- :func:`query_terms` splits a user's text into the words sent to FTS5;
-- :func:`match_expression` turns those words into an FTS5 ``MATCH`` string in
-  which every word is quoted, so no input can raise an FTS5 syntax error;
-- :func:`like_patterns` does the same for the ``LIKE`` fallback;
+- :func:`query_terms` splits a user's text into the words a keyword engine
+  is asked for (each engine quotes them its own way);
 - :func:`bm25_idf` and :func:`bm25_length_factor` score a user's records
   when FTS5's own ``bm25()`` would cost too much (a user in a big shared file);
 - :func:`fuse` combines the keyword and vector scores (min-max normalised,
@@ -14,23 +13,30 @@ unit-tested) in isolation:
 - :func:`spread_to_neighbours` gives each record part of its neighbours'
   scores: memories written one after another (the turns of a conversation)
   share context, and an answer often sits next to the turn that matched;
-- :func:`reciprocal_rank_fusion` is the rank-only alternative to :func:`fuse`.
+- :func:`reciprocal_rank_fusion` is the rank-only alternative to :func:`fuse`;
+- :func:`rerank` orders fused candidates by a :class:`~memoryport.RerankerPort`
+  and keeps the fused order (with a WARNING) when the reranker fails;
+  :func:`rerank_pool` says how many candidates to fetch for it.
 
 What each step gained on LoCoMo is in ``docs/benchmarks.md``.
 
 Example:
-    >>> match_expression('what did "Ann" say AND NEAR(')
-    '"ann" OR "say" OR "near"'
+    >>> query_terms('what did "Ann" say AND NEAR(')
+    ['ann', 'say', 'near']
     >>> fuse([("a", 9.0), ("b", 1.0)], [("b", 0.8), ("c", 0.2)], keyword_weight=0.6)
     [('a', 0.6), ('b', 0.4), ('c', 0.0)]
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import TypeVar
+
+from ._records import MemoryHit
+from ._rerank import RerankerPort, check_scores
 
 __all__ = [
     "BM25_B",
@@ -43,15 +49,16 @@ __all__ = [
     "bm25_idf",
     "bm25_length_factor",
     "fuse",
-    "like_patterns",
-    "match_expression",
     "normalise",
     "query_terms",
     "reciprocal_rank_fusion",
+    "rerank",
+    "rerank_pool",
     "spread_to_neighbours",
 ]
 
 K = TypeVar("K", bound=Hashable)
+logger = logging.getLogger("memoryport")
 
 RRF_K = 60
 """The constant of reciprocal rank fusion (Cormack et al., 2009 use 60)."""
@@ -84,9 +91,10 @@ _STOPWORDS_TEXT = """
 STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
 """English function words dropped from keyword queries (unless the query has nothing else)."""
 
-# A word is a run of letters, digits or combining marks. FTS5's unicode61
-# tokenizer splits on everything else too (punctuation, symbols, emoji, "_"),
-# so each quoted word here is one FTS5 token or, at worst, a phrase of a few.
+# A word is a run of letters, digits or combining marks. Keyword engines
+# (FTS5's unicode61, PostgreSQL's parser) split on everything else too
+# (punctuation, symbols, emoji, "_"), so each word is one of their tokens or,
+# at worst, a phrase of a few.
 _WORD = re.compile(r"[^\W_]+")
 
 
@@ -111,42 +119,6 @@ def query_terms(query: str, *, stopwords: frozenset[str] = STOPWORDS) -> list[st
     return content or words
 
 
-def match_expression(query: str) -> str | None:
-    """An FTS5 ``MATCH`` expression: every word quoted, joined by ``OR``.
-
-    ``OR`` (ranked by BM25) suits recall: a memory that shares some of the
-    question's words is a candidate, and records sharing more or rarer words
-    rank higher. Returns ``None`` when the query has no words (only symbols or
-    emoji), which callers treat as "no keyword hits".
-
-    Example:
-        >>> match_expression('say "hi" ^NOT*')
-        '"say" OR "hi"'
-        >>> match_expression("🍵 !!") is None
-        True
-    """
-    terms = query_terms(query)
-    if not terms:
-        return None
-    # Words contain no '"' (see _WORD), but double any anyway: the quoting is
-    # what guarantees a valid expression, not the word pattern.
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-
-
-def like_patterns(query: str) -> list[str]:
-    """``LIKE`` patterns (escape character ``\\``), one per word, for the no-FTS5 fallback.
-
-    Example:
-        >>> like_patterns("100% tea")
-        ['%100%', '%tea%']
-    """
-    out = []
-    for term in query_terms(query):
-        escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        out.append(f"%{escaped}%")
-    return out
-
-
 BM25_K1 = 1.2
 """BM25 term-frequency saturation (FTS5's ``bm25()`` uses 1.2 too)."""
 BM25_B = 0.75
@@ -158,7 +130,7 @@ def bm25_idf(df: int, n: int) -> float:
 
     Example:
         >>> round(bm25_idf(1, 1000), 2), round(bm25_idf(900, 1000), 2)
-        (6.51, 0.11)
+        (6.5, 0.11)
     """
     n = max(n, df)
     return math.log((n - df + 0.5) / (df + 0.5) + 1.0)
@@ -305,3 +277,54 @@ def spread_to_neighbours(
                 order.setdefault(other, len(order))
                 out[other] = out.get(other, 0.0) + weight * 0.5 ** (distance - 1) * score
     return sorted(out.items(), key=lambda kv: (-kv[1], order[kv[0]]))
+
+
+def rerank_pool(k: int, reranker: RerankerPort | None, candidates: int) -> int:
+    """How many first-stage hits to fetch for the ``k`` asked: ``max(k, candidates)`` with a reranker, else ``k``.
+
+    Example:
+        >>> rerank_pool(5, None, 20)
+        5
+    """
+    return max(k, candidates) if reranker is not None else k
+
+
+async def rerank(reranker: RerankerPort, query: str, hits: Sequence[MemoryHit], *, backend: str) -> list[MemoryHit]:
+    """Order ``hits`` by the reranker's scores (best first), which become the hits' scores.
+
+    Reranking refines a ranking the store already has, so a failing reranker
+    (an exception, or scores that are not one finite number per hit) does not
+    fail the search: the fused order is kept and a WARNING names ``backend``
+    and the error type (never a text). Fewer than two hits are returned as they are.
+
+    Args:
+        reranker: scores the query against each hit's text.
+        query: the user's query.
+        hits: the first-stage candidates, best first.
+        backend: names the store in the WARNING.
+
+    Returns:
+        The hits in the reranker's order, ties kept in first-stage order; each
+        keeps its ``signal``.
+
+    Example:
+        >>> import asyncio
+        >>> from memoryport import CallableReranker, MemoryHit, MemoryRecord, MemoryScope
+        >>> ann = MemoryScope(user_id="ann")
+        >>> hits = [MemoryHit(record=MemoryRecord(scope=ann, text=t), score=1.0) for t in ("coffee", "green tea")]
+        >>> by_len = CallableReranker(lambda q, texts: [len(t) for t in texts], name="len")
+        >>> [h.record.text for h in asyncio.run(rerank(by_len, "tea", hits, backend="demo"))]
+        ['green tea', 'coffee']
+    """
+    if len(hits) < 2:
+        return list(hits)
+    try:
+        name = getattr(reranker, "name", "reranker")
+        scores = check_scores(await reranker.rerank(query, [h.record.text for h in hits]), len(hits), name)
+    except Exception as exc:
+        logger.warning(
+            "%s: the reranker failed during search (%s); keeping the fused order", backend, type(exc).__name__
+        )
+        return list(hits)
+    order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))
+    return [MemoryHit(record=hits[i].record, score=scores[i], signal=hits[i].signal) for i in order]
