@@ -521,3 +521,33 @@ async def test_plain_records_read_with_defaults(memory: GuardedMemory) -> None:
     m = agent(memory)
     [item] = await m.recall("tea", scope=ANN, reinforce=False)
     assert item.kind is None and item.importance == 0.5 and item.metadata == {"topic": "drinks"}
+
+
+async def test_bounds_are_checked_before_anything_is_written(memory: GuardedMemory) -> None:
+    m = agent(memory)
+    with pytest.raises(InvalidInput) as info:
+        await m.remember_many([NewMemory("fine"), NewMemory("x" * 40_000)], scope=ANN)
+    assert info.value.field == "memories[1].text" and info.value.limit == "max_text_chars"
+    with pytest.raises(InvalidInput) as info:
+        await m.remember("many keys", scope=ANN, metadata={f"k{i}": i for i in range(30)})
+    assert info.value.field == "memories[0].metadata" and info.value.limit == "max_metadata_keys"
+    first = await m.remember("Ann likes green tea", scope=ANN, metadata={f"k{i}": i for i in range(20)})
+    # Its duplicate would carry 20 + 10 host keys plus the layer's: over the limit, so nothing changes.
+    with pytest.raises(InvalidInput, match="max_metadata_keys"):
+        await m.remember_many([NewMemory("Ben's first"), NewMemory("Ann likes green tea!",
+                               metadata={f"j{i}": i for i in range(10)})], scope=ANN)
+    [record] = await memory.export(ANN)
+    assert record.id == first.id and record.text == "Ann likes green tea"
+
+
+async def test_a_failing_embedder_stores_nothing(memory: GuardedMemory) -> None:
+    from memoryport import CallableEmbedder, EmbeddingError
+
+    def broken(texts: list[str]) -> list[list[float]]:
+        raise RuntimeError("model server down")
+
+    m = AgentMemory(memory, embedder=CallableEmbedder(broken, dim=4, name="broken"))
+    await memory.add([MemoryRecord(scope=ANN, text="Ann likes green tea")])
+    with pytest.raises(EmbeddingError):
+        await m.remember("Ann likes green tea a lot", scope=ANN)
+    assert len(await memory.export(ANN)) == 1

@@ -7,8 +7,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, Literal, Union
 
-from .._embedding import EmbeddingPort
-from .._errors import InvalidInput, UnsupportedCapability, UsageError
+from .._embedding import EmbeddingPort, check_matrix
+from .._errors import EmbeddingError, InvalidInput, UnsupportedCapability, UsageError
 from .._events import EventSink
 from .._guard import GuardedMemory
 from .._port import Capability
@@ -219,6 +219,19 @@ class AgentMemory:
         expires = None if new.ttl is None else now + parse_duration(new.ttl, f"{field}.ttl")
         return md, expires
 
+    def _check(self, record: MemoryRecord, field: str) -> None:
+        """The guard's bounds, before anything of a batch is written (nothing half-written)."""
+        self.memory.limits.check_record(record, field, utcnow(), scope=False)
+
+    def _record(self, field: str, **data: Any) -> MemoryRecord:
+        try:
+            record = MemoryRecord(**data)
+        except InvalidInput as exc:
+            where = f"{field}.{exc.field.removeprefix('record.')}"
+            raise InvalidInput(f"{where}: {str(exc).split(': ', 1)[-1]}", field=where, limit=exc.limit) from None
+        self._check(record, field)
+        return record
+
     def _live_filters(self, include_superseded: bool) -> dict[str, Any]:
         return {} if include_superseded else {K.SUPERSEDED_BY: {"$exists": False}}
 
@@ -234,7 +247,16 @@ class AgentMemory:
         if not hits:
             return [], "cosine" if self.embedder is not None else ("overlap" if purpose == "dedup" else "words")
         if self.embedder is not None:
-            rows = await self.embedder.embed([text, *(h.record.text for h in hits)])
+            texts = [text, *(h.record.text for h in hits)]
+            try:
+                raw = await self.embedder.embed(texts)
+            except EmbeddingError:
+                raise
+            except Exception as exc:
+                name = str(getattr(self.embedder, "name", "embedder"))
+                raise EmbeddingError(f"embedder {name!r} failed: {type(exc).__name__}", backend=name,
+                                     operation="embed") from exc
+            rows = check_matrix(raw, len(texts), int(self.embedder.dim), str(self.embedder.name))
             return [cosine(rows[0], rows[i + 1]) for i in range(len(hits))], "cosine"
         if all(h.signal == "vector" for h in hits):
             return [float(h.score) for h in hits], "cosine"
@@ -340,10 +362,13 @@ class AgentMemory:
         results: list[Remembered | None] = [None] * len(memories)
         adds: dict[str, MemoryRecord] = {}  # pending new records by their pre-assigned id
         updates: dict[str, MemoryRecord] = {}  # existing records as they will be written
-        for i, (new, (md, expires)) in enumerate(zip(memories, built, strict=False)):
+        records = [
+            self._record(f"memories[{i}]", id=new_id(), scope=scope, text=new.text, metadata=md, expires_at=expires)
+            for i, (new, (md, expires)) in enumerate(zip(memories, built, strict=True))
+        ]
+        for i, (new, (md, expires), record) in enumerate(zip(memories, built, records, strict=True)):
             match = await self._duplicate(new.text, home, adds, updates, ctx) if policy.dedup else None
             if match is None:
-                record = MemoryRecord(id=new_id(), scope=scope, text=new.text, metadata=md, expires_at=expires)
                 assert record.id is not None
                 adds[record.id] = record
                 results[i] = Remembered(id=record.id, action="added")
@@ -351,6 +376,7 @@ class AgentMemory:
             existing, similarity, measure = match
             dup_id = str(existing.id)
             merged, action = self._merge(existing, new, md, expires, now)
+            self._check(merged, f"memories[{i}]")
             # A duplicate of a memory earlier in this batch stays one record, added once.
             (adds if dup_id in adds else updates)[dup_id] = merged
             results[i] = Remembered(
