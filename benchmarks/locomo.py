@@ -15,10 +15,12 @@ per category. Malformed evidence ids are normalised where unambiguous
     python benchmarks/locomo.py [DATA] --ablation      # one row per ranking change, cumulative
     python benchmarks/locomo.py [DATA] --curated [--now last-session]   # + recall through AgentMemory
 
-``--curated`` adds, for every mode, a row ``<mode>+salience``: the same
-questions asked through :class:`memoryport.curated.AgentMemory` with salience
-ranking on and uniform importance (the turns are plain records: every one
-reads as importance 0.5), without reinforcement. ``--now last-session`` sets
+``--curated`` adds, for every mode, two rows: ``<mode>+layer`` asks the same
+questions through :class:`memoryport.curated.AgentMemory` with plain relevance
+(``ranking="relevance"``: what the layer itself costs or changes), and
+``<mode>+salience`` with salience ranking on (the default: three times the
+candidates, re-ordered) and uniform importance (the turns are plain records:
+every one reads as importance 0.5); no reinforcement. ``--now last-session`` sets
 the layer's clock to the day after each conversation's last session, so that
 recency weighs in (with the real clock every turn is years old and recency is
 ~0 for all).
@@ -195,9 +197,10 @@ ABLATION = ["naive", "+stopwords", "+score fusion", "+neighbours"]
 class CuratedSearch:
     """Search through AgentMemory's recall (salience on, no reinforcement), shaped like the guard's search."""
 
-    def __init__(self, memory: Any, last_session: dict[str, datetime] | None) -> None:
+    def __init__(self, memory: Any, last_session: dict[str, datetime] | None, *, ranking: str) -> None:
         from memoryport.curated import AgentMemory, CurationPolicy
 
+        self.ranking = ranking
         self.last_session = last_session
         self.user = ""
         clock = None if last_session is None else (lambda: self.last_session[self.user])  # type: ignore[index]
@@ -208,7 +211,7 @@ class CuratedSearch:
         from types import SimpleNamespace
 
         self.user = scope.user_id
-        items = await self.agent.recall(query, scope=scope, k=k, reinforce=False)
+        items = await self.agent.recall(query, scope=scope, k=k, reinforce=False, ranking=self.ranking)
         return [SimpleNamespace(record=item.record, score=item.salience) for item in items]
 
 
@@ -240,8 +243,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     conversations, report = load(args.data)
     if args.conversations:
         conversations = [c for c in conversations if c.sample_id in args.conversations]
-    embedder: Any = LocalEmbedder(args.model)
-    if args.cache:
+    # Keyword search alone needs no vectors: such a run embeds nothing (minutes less on a loaded machine).
+    embedder: Any = None if set(args.modes) == {"keyword"} else LocalEmbedder(args.model)
+    if args.cache and embedder is not None:
         embedder = CachedEmbedder(embedder, args.cache)
     modes = args.modes
     folder = Path(tempfile.mkdtemp(prefix="memoryport-locomo-"))
@@ -251,7 +255,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.curated:
         last = {c.sample_id: max(t.date for t in c.turns) + timedelta(days=1) for c in conversations}
         for mode in modes:
-            memories[f"{mode}+salience"] = CuratedSearch(memories[mode], last if args.now == "last-session" else None)
+            clock = last if args.now == "last-session" else None
+            memories[f"{mode}+layer"] = CuratedSearch(memories[mode], clock, ranking="relevance")
+            memories[f"{mode}+salience"] = CuratedSearch(memories[mode], clock, ranking="salience")
     start = time.perf_counter()
     for conv in conversations:
         scope = MemoryScope(user_id=conv.sample_id)
@@ -281,7 +287,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "questions": sum(len(c.questions) for c in conversations),
         "evidence": {"ids": report.ids, "normalised": report.normalised, "dropped": report.dropped,
                      "questions_without_evidence": report.questions_without_evidence},
-        "embedder": embedder.name,
+        "embedder": embedder.name if embedder is not None else "none",
         "index_seconds": round(index_s, 1),
         "cached_embeddings": bool(args.cache),
         "steps": {},
