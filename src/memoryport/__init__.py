@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from .adapters.callable import CallableMemory
     from .adapters.graphiti import GraphitiMemory
     from .adapters.mem0 import Mem0Memory
+    from .adapters.postgres import PostgresMemory
     from .adapters.sqlite import SQLiteMemory
     from .adapters.zep import ZepMemory
     from .curated import AgentMemory, CurationPolicy, NewMemory, curated_tools
@@ -92,6 +93,7 @@ _LAZY: dict[str, str] = {
     "GraphitiMemory": "memoryport.adapters.graphiti",
     "LocalEmbedder": "memoryport.embedders.local",
     "Mem0Memory": "memoryport.adapters.mem0",
+    "PostgresMemory": "memoryport.adapters.postgres",
     "RerankerPort": "memoryport._rerank",
     "SQLiteMemory": "memoryport.adapters.sqlite",
     "ZepMemory": "memoryport.adapters.zep",
@@ -137,6 +139,7 @@ __all__ = [
     "MissingExtra",
     "NewMemory",
     "PendingWrite",
+    "PostgresMemory",
     "RerankerPort",
     "SQLiteMemory",
     "SearchResults",

@@ -50,6 +50,7 @@ PUBLIC = [
     "MissingExtra",
     "NewMemory",
     "PendingWrite",
+    "PostgresMemory",
     "RerankerPort",
     "SQLiteMemory",
     "SearchResults",

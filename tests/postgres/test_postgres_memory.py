@@ -1,0 +1,279 @@
+"""PostgresMemory's own behaviour: search, update, count, time ranges, filter operators, schema, erasure."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from memoryport import (
+    EmbedderMismatch,
+    InvalidInput,
+    MemoryRecord,
+    MemoryScope,
+    UsageError,
+)
+from memoryport._filters import matches
+from memoryport._records import MemoryUpdate
+from memoryport.adapters.postgres import SCHEMA_VERSION, PostgresMemory, migrate_dsn
+
+from .support import Server, bow_embedder, fresh_schema
+
+pytestmark = pytest.mark.anyio
+
+ANN = MemoryScope(user_id="ann")
+BEN = MemoryScope(user_id="ben")
+
+
+@pytest.fixture
+async def memory(pg: Server) -> AsyncIterator[PostgresMemory]:
+    m = PostgresMemory(pg.app_dsn, embedder=bow_embedder(), schema=fresh_schema(), pool_size=2)
+    yield m
+    await m.aclose()
+
+
+async def test_keyword_search_stems_ranks_and_takes_any_text(memory: PostgresMemory) -> None:
+    await memory.add(
+        [
+            MemoryRecord(scope=ANN, text="Ann drinks green tea every morning"),
+            MemoryRecord(scope=ANN, text="Ann painted a sunset over the harbour"),
+            MemoryRecord(scope=ANN, text="The harbour was full of boats"),
+        ]
+    )
+    hits = await memory.search("paintings of sunsets", scope=ANN, k=3)
+    assert hits[0].record.text == "Ann painted a sunset over the harbour"
+    for query in ['"', "AND OR NOT", "(((", "a & b | !c", "'; DROP TABLE x; --", "🍵", "<->", "tea:*", "\\"]:
+        await memory.search(query, scope=ANN, k=3)  # never a syntax error
+    assert (await memory.search("tea & | !", scope=ANN, k=1))[0].record.text.startswith("Ann drinks")
+
+
+async def test_keyword_only_mode_and_vector_mode(pg: Server) -> None:
+    schema = fresh_schema()
+    for mode in ("keyword", "vector", "hybrid"):
+        m = PostgresMemory(pg.app_dsn, embedder=bow_embedder(), schema=schema, search_mode=mode)
+        if mode == "keyword":
+            await m.add([MemoryRecord(scope=ANN, text=f"note {w}") for w in ("apple", "pear", "plum")])
+        hits = await m.search("note pear", scope=ANN, k=3)
+        assert hits[0].record.text == "note pear"
+        assert hits[0].signal == mode
+        await m.aclose()
+
+
+async def test_update_changes_in_place_and_reindexes(memory: PostgresMemory) -> None:
+    [a, b] = await memory.add(
+        [
+            MemoryRecord(scope=ANN, text="Ann drinks green tea", metadata={"kind": "fact"}),
+            MemoryRecord(scope=ANN, text="Ann likes jazz"),
+        ]
+    )
+    [other] = await memory.add([MemoryRecord(scope=BEN, text="Ben likes jazz")])
+    before = await memory.get(a, scope=ANN)
+    assert before is not None
+    done = await memory.update(
+        [
+            MemoryUpdate(id=b, metadata={"kind": "taste"}),
+            MemoryUpdate(id=a, text="Ann now drinks black coffee"),
+            MemoryUpdate(id=other, text="stolen"),  # Ben's: outside the scope, skipped
+            MemoryUpdate(id="no-such-id", text="x"),
+        ],
+        scope=ANN,
+    )
+    assert done == [b, a]
+    after = await memory.get(a, scope=ANN)
+    assert after is not None
+    assert after.text == "Ann now drinks black coffee"
+    assert after.metadata == {"kind": "fact"} and after.created_at == before.created_at
+    assert after.updated_at is not None and after.updated_at >= after.created_at
+    assert [h.record.id for h in await memory.search("coffee", scope=ANN, k=1)] == [a]
+    assert all(h.record.id != a for h in await memory.search("green tea", scope=ANN, k=5, filters=None)
+               if "tea" in h.record.text)
+    assert (await memory.get(other, scope=BEN)).text == "Ben likes jazz"  # type: ignore[union-attr]
+    later = datetime.now(timezone.utc) + timedelta(days=1)
+    assert await memory.update([MemoryUpdate(id=b, expires_at=later)], scope=ANN) == [b]
+    assert (await memory.get(b, scope=ANN)).expires_at == later  # type: ignore[union-attr]
+    assert await memory.update([MemoryUpdate(id=b, expires_at=None)], scope=ANN) == [b]
+    assert (await memory.get(b, scope=ANN)).expires_at is None  # type: ignore[union-attr]
+
+
+async def test_count_and_time_ranges(memory: PostgresMemory) -> None:
+    now = datetime.now(timezone.utc)
+    records = [
+        MemoryRecord(scope=ANN, text=f"day {d} note", created_at=now - timedelta(days=d), metadata={"d": d})
+        for d in range(10)
+    ]
+    await memory.add(records)
+    await memory.add([MemoryRecord(scope=BEN, text="ben note")])
+    assert await memory.count(ANN) == 10
+    assert await memory.count(ANN, since="3d") == 3 or await memory.count(ANN, since="3d") == 4
+    assert await memory.count(ANN, since=now - timedelta(days=3, hours=1)) == 4
+    assert await memory.count(ANN, until=now - timedelta(days=7, hours=1)) == 2
+    assert await memory.count(ANN, filters={"d": {"$gte": 5}}) == 5
+    week = await memory.export(ANN, since=now - timedelta(days=6, hours=1), until=now - timedelta(days=1, hours=1))
+    assert [r.metadata["d"] for r in week] == [6, 5, 4, 3, 2]
+    hits = await memory.search("note", scope=ANN, k=10, since=now - timedelta(days=2, hours=1))
+    assert sorted(int(h.record.metadata["d"]) for h in hits) == [0, 1, 2]  # type: ignore[call-overload]
+    recent = await memory.search("", scope=ANN, k=10, until=now - timedelta(days=8, hours=1))
+    assert [h.record.metadata["d"] for h in recent] == [9]
+
+
+VALUES = [None, True, False, 0, 1, 1.0, 2, -3, 2.5, 10**20, "", "a", "b", "1", "ä", "Z"]
+
+
+def _random_filter(rng: random.Random) -> dict[str, object]:
+    key = rng.choice(["x", "y"])
+    op = rng.choice(["$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists", "plain"])
+    if op == "plain":
+        return {key: rng.choice(VALUES)}
+    if op == "$exists":
+        return {key: {op: rng.choice([True, False])}}
+    if op in ("$in", "$nin"):
+        return {key: {op: rng.sample(VALUES, 3)}}
+    if op in ("$gt", "$gte", "$lt", "$lte"):
+        return {key: {op: rng.choice([0, 1, 2.5, -1, "a", "b", "Z", ""])}}
+    return {key: {op: rng.choice(VALUES)}}
+
+
+async def test_filter_operators_agree_with_the_reference_semantics(memory: PostgresMemory) -> None:
+    """Every operator, on values of every JSON kind, selects exactly what memoryport's reference matcher selects."""
+    rng = random.Random(14)
+    records = []
+    for i in range(60):
+        metadata: dict[str, object] = {}
+        for key in ("x", "y"):
+            if rng.random() < 0.8:
+                metadata[key] = rng.choice(VALUES)
+        records.append(MemoryRecord(scope=ANN, text=f"record {i}", metadata=metadata))  # type: ignore[arg-type]
+    await memory.add(records)
+    stored = await memory.export(ANN)
+    for _ in range(80):
+        filters = _random_filter(rng) | (_random_filter(rng) if rng.random() < 0.3 else {})
+        expected = sorted(r.text for r in stored if matches(r.metadata, filters))  # type: ignore[arg-type]
+        found = sorted(h.record.text for h in await memory.search("", scope=ANN, k=100, filters=filters))  # type: ignore[arg-type]
+        assert found == expected, filters
+        assert await memory.count(ANN, filters=filters) == len(expected), filters  # type: ignore[arg-type]
+
+
+async def test_schema_is_versioned_and_migrators_run_once(pg: Server) -> None:
+    schema = fresh_schema()
+    results = await asyncio.gather(*(migrate_dsn(pg.app_dsn, schema=schema) for _ in range(4)))
+    assert {r["schema_version"] for r in results} == {SCHEMA_VERSION}
+    again = await migrate_dsn(pg.app_dsn, schema=schema)
+    assert again["text_search_config"] == "english"
+    async with await psycopg.AsyncConnection.connect(pg.app_dsn) as conn:
+        cur = await conn.execute(f"SELECT value FROM {schema}.meta WHERE key = 'schema_version'")
+        assert await cur.fetchone() == (str(SCHEMA_VERSION),)
+    m = PostgresMemory(pg.app_dsn, schema=schema)
+    await m.add([MemoryRecord(scope=ANN, text="hello")])
+    await m.aclose()
+
+
+async def test_text_search_config_is_recorded_and_fixed(pg: Server) -> None:
+    schema = fresh_schema()
+    m = PostgresMemory(pg.app_dsn, schema=schema, text_search_config="simple")
+    await m.add([MemoryRecord(scope=ANN, text="running dogs")])
+    assert [h.record.text for h in await m.search("running", scope=ANN)] == ["running dogs"]
+    assert await m.search("run", scope=ANN) == []  # 'simple' does not stem
+    await m.aclose()
+    other = PostgresMemory(pg.app_dsn, schema=schema, text_search_config="english")
+    with pytest.raises(UsageError, match="simple"):
+        await other.search("x", scope=ANN)
+    await other.aclose()
+    with pytest.raises(UsageError, match="no text-search configuration"):
+        await migrate_dsn(pg.app_dsn, schema=fresh_schema(), text_search_config="klingon")
+
+
+async def test_embedder_mismatch_is_refused(pg: Server) -> None:
+    schema = fresh_schema()
+    m = PostgresMemory(pg.app_dsn, embedder=bow_embedder(), schema=schema)
+    await m.add([MemoryRecord(scope=ANN, text="hello")])
+    await m.aclose()
+    for embedder in (bow_embedder(32, "bow-32"), bow_embedder(64, "other-64")):
+        wrong = PostgresMemory(pg.app_dsn, embedder=embedder, schema=schema)
+        with pytest.raises(EmbedderMismatch):
+            await wrong.search("hello", scope=ANN)
+        await wrong.aclose()
+    keyword_only = PostgresMemory(pg.app_dsn, schema=schema)
+    assert [h.record.text for h in await keyword_only.search("hello", scope=ANN)] == ["hello"]
+    with pytest.raises(EmbedderMismatch):
+        await keyword_only.add([MemoryRecord(scope=ANN, text="no vector")])
+    await keyword_only.aclose()
+    # Records without vectors, then an embedder: refused too.
+    plain = fresh_schema()
+    m = PostgresMemory(pg.app_dsn, schema=plain)
+    await m.add([MemoryRecord(scope=ANN, text="hello")])
+    await m.aclose()
+    late = PostgresMemory(pg.app_dsn, embedder=bow_embedder(), schema=plain)
+    with pytest.raises(EmbedderMismatch, match="without vectors"):
+        await late.search("hello", scope=ANN)
+    await late.aclose()
+
+
+async def test_duplicate_ids_are_refused_whole(memory: PostgresMemory) -> None:
+    [first] = await memory.add([MemoryRecord(scope=ANN, text="one")])
+    with pytest.raises(InvalidInput) as info:
+        await memory.add([MemoryRecord(scope=BEN, text="two"), MemoryRecord(id=first, scope=BEN, text="three")])
+    assert info.value.field == "records[1].id"
+    assert await memory.export(BEN) == []
+
+
+async def test_bad_arguments_are_clear(pg: Server) -> None:
+    with pytest.raises(UsageError):
+        PostgresMemory(42)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="schema"):
+        PostgresMemory(pg.app_dsn, schema="Robert'); DROP")
+    with pytest.raises(InvalidInput, match="ef_search"):
+        PostgresMemory(pg.app_dsn, ef_search=0)
+    m = PostgresMemory("postgresql://nobody@127.0.0.1:1/none", schema=fresh_schema())
+    m._store.connect_timeout = 1.0
+    with pytest.raises(Exception, match="cannot connect"):
+        await m.search("x", scope=ANN)
+    await m.aclose()
+
+
+async def test_erasure_removes_rows_counts_and_index_entries(pg: Server, memory: PostgresMemory) -> None:
+    secret = "zanzibar-" + fresh_schema()
+    await memory.add([MemoryRecord(scope=ANN, text=f"ann's {secret} code {i}") for i in range(20)])
+    await memory.add([MemoryRecord(scope=BEN, text="ben stays")])
+    assert await memory.delete(scope=ANN) == 20
+    await memory.vacuum(full=True)
+    async with await psycopg.AsyncConnection.connect(pg.admin_dsn, autocommit=True) as admin:
+        cur = await admin.execute(f"SELECT count(*) FROM {memory.schema}.records WHERE text LIKE %s", (f"%{secret}%",))
+        assert await cur.fetchone() == (0,)
+        cur = await admin.execute(f"SELECT tenant FROM {memory.schema}.tenants")
+        assert await cur.fetchall() == [("u:ben",)]
+        # After VACUUM FULL no page of the table or its indexes holds the erased text.
+        cur = await admin.execute(
+            "SELECT current_setting('data_directory') || '/' || pg_relation_filepath(c.oid) FROM pg_class c "
+            "WHERE c.oid = %s::regclass OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = %s::regclass) "
+            "OR c.oid = (SELECT reltoastrelid FROM pg_class WHERE oid = %s::regclass)",
+            (f"{memory.schema}.records",) * 3,
+        )
+        files = [str(r[0]) for r in await cur.fetchall()]
+    assert files
+    await admin_checkpoint(pg)
+    for path in files:
+        data = await asyncio.to_thread(Path(path).read_bytes)
+        assert secret.encode() not in data, path
+    assert [r.text for r in await memory.export(BEN)] == ["ben stays"]
+
+
+async def admin_checkpoint(pg: Server) -> None:
+    async with await psycopg.AsyncConnection.connect(pg.admin_dsn, autocommit=True) as admin:
+        await admin.execute("CHECKPOINT")
+
+
+async def test_retention_hides_and_purge_removes(pg: Server) -> None:
+    m = PostgresMemory(pg.app_dsn, schema=fresh_schema(), retention_days=1)
+    old = datetime.now(timezone.utc) - timedelta(days=2)
+    await m.add([MemoryRecord(scope=ANN, text="old tea", created_at=old), MemoryRecord(scope=ANN, text="new tea")])
+    assert [h.record.text for h in await m.search("tea", scope=ANN)] == ["new tea"]
+    assert await m.count(ANN) == 1
+    assert await m.purge() == 1
+    stats = await m.stats()
+    assert stats["records"] == 1 and stats["rls_enforced"] is True
+    await m.aclose()
