@@ -1,8 +1,8 @@
-"""Fixtures of the curated-memory tests: every policy runs on SQLite and on CallableMemory over the reference store."""
+"""Curated-memory fixtures: every policy on SQLite, PostgreSQL and CallableMemory over the reference store."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ from .support import reference_functions
 
 # "reference": the guard applies operator filters and time ranges on the way out;
 # "reference-native": the store declares it runs them itself.
-BACKENDS = ["sqlite", "reference", "reference-native"]
+BACKENDS = ["sqlite", "postgres", "reference", "reference-native"]
 
 
 @pytest.fixture
@@ -22,20 +22,35 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def open_backend(name: str, tmp_path: Path, **kwargs: Any) -> GuardedMemory:
+@pytest.fixture(scope="session")
+def curated_pg() -> Iterator[Any]:
+    """PostgreSQL for these tests (pgserver, or $MEMORYPORT_PG_DSN), started only when a test asks for it."""
+    from postgres.support import start_server, stop_server
+
+    server = start_server()
+    yield server
+    stop_server(server)
+
+
+def open_backend(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> GuardedMemory:
     if name == "sqlite":
-        return SQLiteMemory(tmp_path / "curated.db", **kwargs)
-    if name == "reference-native":
-        fns = reference_functions()
-        caps = fns.pop("capabilities")
-        return CallableMemory(**fns, capabilities=caps, name="reference-native")
+        return SQLiteMemory(tmp_path / "curated.db")
+    if name == "postgres":
+        from postgres.support import fresh_schema
+
+        from memoryport.adapters.postgres import PostgresMemory
+
+        server = request.getfixturevalue("curated_pg")
+        return PostgresMemory(server.app_dsn, schema=fresh_schema(), pool_size=2)
     fns = reference_functions()
-    fns.pop("capabilities")
+    caps = fns.pop("capabilities")
+    if name == "reference-native":
+        return CallableMemory(**fns, capabilities=caps, name="reference-native")
     return CallableMemory(**fns, name="reference")
 
 
 @pytest.fixture(params=BACKENDS)
 async def memory(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[GuardedMemory]:
-    m = open_backend(str(request.param), tmp_path)
+    m = open_backend(str(request.param), tmp_path, request)
     yield m
     await m.aclose()
