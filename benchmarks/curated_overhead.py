@@ -1,6 +1,6 @@
 """What AgentMemory costs over the bare guard: remember and recall at 10k memories in one scope.
 
-One SQLite file (keyword search, the default install; ``--embedder bow`` adds
+One SQLite file (or PostgreSQL; keyword search, the default install; ``--embedder bow`` adds
 a deterministic hashed bag-of-words embedder for hybrid search) holds
 ``--size`` memories of one user, written through the guard in batches. Then,
 interleaved so both see the same file and machine state:
@@ -13,7 +13,8 @@ interleaved so both see the same file and machine state:
 
 Medians in ms and the ratio layer / guard, one run.
 
-    python benchmarks/curated_overhead.py [--size 10000] [--ops 200] [--embedder none|bow] [--json FILE]
+    python benchmarks/curated_overhead.py [--size 10000] [--ops 200] [--embedder none|bow]
+                                          [--backend sqlite|postgres] [--json FILE]
 """
 
 from __future__ import annotations
@@ -60,13 +61,15 @@ def bow_embedder(dim: int = 64) -> Any:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from memoryport import MemoryRecord, MemoryScope, SQLiteMemory
+    from memoryport import MemoryRecord, MemoryScope
     from memoryport.curated import AgentMemory
 
     rnd = random.Random(args.seed)
+    from _curated_backends import open_backend
+
     folder = Path(tempfile.mkdtemp(prefix="memoryport-curated-overhead-"))
     embedder = bow_embedder() if args.embedder == "bow" else None
-    guard = SQLiteMemory(folder / "overhead.db", embedder=embedder)
+    guard, stop = open_backend(args.backend, folder, **({"embedder": embedder} if embedder else {}))
     agent = AgentMemory(guard)
     scope = MemoryScope(user_id="bench")
     for start in range(0, args.size, 1000):
@@ -88,11 +91,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await timed("recall", agent.recall(query, scope=scope, k=5))
         await timed("recall_no_reinforce", agent.recall(query, scope=scope, k=5, reinforce=False))
     await guard.aclose()
+    stop()
     med = {k: statistics.median(v) for k, v in times.items()}
     return {
         "size": args.size,
         "ops": args.ops,
         "embedder": args.embedder,
+        "backend": args.backend,
         "median_ms": {k: round(v, 3) for k, v in med.items()},
         "ratio": {
             "remember / add": round(med["remember"] / med["add"], 2),
@@ -108,11 +113,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ops", type=int, default=200)
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--embedder", choices=("none", "bow"), default="none")
+    ap.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     result = asyncio.run(run(args))
     m, r = result["median_ms"], result["ratio"]
-    print(f"# {args.size:,} memories in one scope, {args.ops} operations each, embedder {args.embedder}")
+    print(f"# {args.backend}: {args.size:,} memories in one scope, {args.ops} operations each, "
+          f"embedder {args.embedder}")
     print()
     print("| operation | bare guard (ms) | AgentMemory (ms) | ratio |")
     print("|---|---|---|---|")
