@@ -217,7 +217,7 @@ async def _conversation(memory: GuardedMemory, where: str, show: _Show) -> None:
     print(f"  erased {n} {'memory' if n == 1 else 'memories'} of user=ben")
     await step(ben1, "recall", {"query": ""})
 
-    await _curated(memory, show, step)
+    await _curated(memory, show)
 
     show.title("What the host saw")
     for who, ctx in (("ann, chat 1", ann1), ("ann, chat 2", ann2), ("ben, chat 1", ben1)):
@@ -227,7 +227,7 @@ async def _conversation(memory: GuardedMemory, where: str, show: _Show) -> None:
     show.note("Events carry counts and latencies, never texts or ids.")
 
 
-async def _curated(memory: GuardedMemory, show: _Show, step: Any) -> None:
+async def _curated(memory: GuardedMemory, show: _Show) -> None:
     """Curated memory over the same file: dedup on write, a reminder, forgetting by query previewed first."""
     from datetime import datetime, timedelta, timezone
 
@@ -239,6 +239,13 @@ async def _curated(memory: GuardedMemory, show: _Show, step: Any) -> None:
         show.note(f"skipped: curated memory needs the 'update' capability, which {memory.backend!r} lacks.")
         return
     tools = curated_tools(AgentMemory(memory), tier="full")
+
+    async def step(ctx: ToolContext, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        show.call(name, args)
+        result = await _dispatch(tools, name, args, ctx)
+        show.result(result)
+        return result
+
     print(f"  tools:  {', '.join(t.name for t in tools)} (tier 'full', over AgentMemory)")
     cleo = ToolContext(user_id="cleo", thread_id="cleo-chat-1")
     show.say("Cleo", "I'm allergic to peanuts. And remind me to renew my passport this week.")
