@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -29,6 +30,15 @@ from ._timerange import TimeBound, in_range, time_range
 __all__ = ["GuardedMemory"]
 
 logger = logging.getLogger("memoryport")
+
+# The current guard call's count of dropped records: [outside the scope, failing filters/range].
+_call_drops: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("memoryport_call_drops", default=None)
+
+
+def _note_drop(kind: int) -> None:
+    counts = _call_drops.get()
+    if counts is not None:
+        counts[kind] += 1
 T = TypeVar("T")
 
 _OPERATIONS = ("add", "search", "get", "delete", "export", "purge")  # update, count: when declared
@@ -230,11 +240,7 @@ class GuardedMemory:
         ok_range = in_range(record.created_at, since, until)
         if not matches(record.metadata, pushed) or (pushed_range and not ok_range):
             self._mismatched += 1
-            logger.warning(
-                "backend %r returned a record that fails the filters or time range it was given; "
-                "dropped it (a backend bug)",
-                self._backend,
-            )
+            _note_drop(1)
             return False
         return ok_range and matches(record.metadata, rest)
 
@@ -247,10 +253,7 @@ class GuardedMemory:
             )
         if not scope.covers(record.scope):
             self._dropped += 1
-            logger.warning(
-                "backend %r returned a record outside the query's scope; dropped it (a backend bug)",
-                self._backend,
-            )
+            _note_drop(0)
             return False
         if record.is_expired(now):
             return False
@@ -280,6 +283,8 @@ class GuardedMemory:
             attrs["memory.k"] = k
         telemetry = _telemetry()
         token = current_sink.set(sink)
+        drops = [0, 0]
+        drops_token = _call_drops.set(drops)
         start = time.perf_counter()
         value: T | None = None
         error: str | None = None
@@ -310,6 +315,24 @@ class GuardedMemory:
                         telemetry.fail(span, error)
         finally:
             current_sink.reset(token)
+            _call_drops.reset(drops_token)
+            # One line per call, however many records it dropped: a leaking store
+            # must not bury the rest of the log (the counters keep the totals).
+            if drops[0]:
+                logger.warning(
+                    "backend %r returned %d record(s) outside the query's scope in %s; dropped them (a backend bug)",
+                    self._backend,
+                    drops[0],
+                    operation,
+                )
+            if drops[1]:
+                logger.warning(
+                    "backend %r returned %d record(s) failing the filters or time range it was given in %s; "
+                    "dropped them (a backend bug)",
+                    self._backend,
+                    drops[1],
+                    operation,
+                )
             event = MemoryEvent(
                 name=event_name,
                 backend=self._backend,
