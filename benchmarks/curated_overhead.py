@@ -6,7 +6,8 @@ a deterministic hashed bag-of-words embedder for hybrid search) holds
 interleaved so both see the same file and machine state:
 
 * remember: ``guard.add([one record])`` vs ``AgentMemory.remember(text)``
-  (dedup on: one search for near-duplicates, then the add);
+  (dedup on: one search of the new text for near-duplicates, then the add)
+  and with ``CurationPolicy(dedup=False)``;
 * recall: ``guard.search(query, k=5)`` vs ``AgentMemory.recall(query, k=5)``
   (three times the candidates, salience, and reinforcement: one update of the
   five hits) and with ``reinforce=False``.
@@ -62,7 +63,7 @@ def bow_embedder(dim: int = 64) -> Any:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from memoryport import MemoryRecord, MemoryScope
-    from memoryport.curated import AgentMemory
+    from memoryport.curated import AgentMemory, CurationPolicy
 
     rnd = random.Random(args.seed)
     from _curated_backends import open_backend
@@ -71,12 +72,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     embedder = bow_embedder() if args.embedder == "bow" else None
     guard, stop = open_backend(args.backend, folder, **({"embedder": embedder} if embedder else {}))
     agent = AgentMemory(guard)
+    plain = AgentMemory(guard, policy=CurationPolicy(dedup=False))
     scope = MemoryScope(user_id="bench")
     for start in range(0, args.size, 1000):
         batch = [MemoryRecord(scope=scope, text=sentence(rnd)) for _ in range(min(1000, args.size - start))]
         await guard.add(batch)
     times: dict[str, list[float]] = {k: [] for k in
-                                     ("add", "remember", "search", "recall", "recall_no_reinforce")}
+                                     ("add", "remember", "remember_no_dedup", "search", "recall",
+                                      "recall_no_reinforce")}
 
     async def timed(name: str, call: Any) -> None:
         t0 = time.perf_counter()
@@ -86,6 +89,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     for _ in range(args.ops):
         await timed("add", guard.add([MemoryRecord(scope=scope, text=sentence(rnd))]))
         await timed("remember", agent.remember(sentence(rnd), scope=scope))
+        await timed("remember_no_dedup", plain.remember(sentence(rnd), scope=scope))
         query = " ".join(rnd.choice(WORDS) for _ in range(3))
         await timed("search", guard.search(query, scope=scope, k=5))
         await timed("recall", agent.recall(query, scope=scope, k=5))
@@ -101,6 +105,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "median_ms": {k: round(v, 3) for k, v in med.items()},
         "ratio": {
             "remember / add": round(med["remember"] / med["add"], 2),
+            "remember(dedup=False) / add": round(med["remember_no_dedup"] / med["add"], 2),
             "recall / search": round(med["recall"] / med["search"], 2),
             "recall(reinforce=False) / search": round(med["recall_no_reinforce"] / med["search"], 2),
         },
@@ -124,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     print("| operation | bare guard (ms) | AgentMemory (ms) | ratio |")
     print("|---|---|---|---|")
     print(f"| remember one | {m['add']:.2f} | {m['remember']:.2f} | {r['remember / add']:.2f}x |")
+    print(f"| remember one, dedup=False | {m['add']:.2f} | {m['remember_no_dedup']:.2f} | "
+          f"{r['remember(dedup=False) / add']:.2f}x |")
     print(f"| recall k=5 | {m['search']:.2f} | {m['recall']:.2f} | {r['recall / search']:.2f}x |")
     print(f"| recall k=5, reinforce=False | {m['search']:.2f} | {m['recall_no_reinforce']:.2f} | "
           f"{r['recall(reinforce=False) / search']:.2f}x |")
