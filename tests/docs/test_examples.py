@@ -136,6 +136,24 @@ def test_page_examples_run(page: Path, tmp_path: Path) -> None:
         assert expected in run.stdout, f"{name}: {expected!r} missing from the pytest output"
 
 
+@pytest.mark.parametrize("name", ["quickstart.md", "README.md"])
+def test_first_pages_run_twice_in_one_folder(name: str, tmp_path: Path) -> None:
+    """A newcomer runs the quickstart again in the same folder: it must work the second time too."""
+    page = ROOT / name if name == "README.md" else DOCS / name
+    work, home = tmp_path / "work", tmp_path / "home"
+    home.mkdir()
+    for attempt in (1, 2):
+        proc = subprocess.run(
+            [sys.executable, str(RUNNER), str(page), str(work)],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env=_env(home),
+            cwd=tmp_path,
+        )
+        assert proc.returncode == 0, f"{name}, run {attempt}\n{proc.stderr[-4000:]}"
+
+
 def test_pages_with_expectations_exist() -> None:
     # A renamed page must not silently drop its checks.
     names = {_name(p) for p in PAGES}

@@ -485,3 +485,36 @@ def test_two_stores_on_one_memory_keep_their_items_apart(memory: GuardedMemory) 
     assert [i.value["text"] for i in notes.search(("notes", "ann"), query="tea")] == ["a note about tea"]
     assert [i.value["text"] for i in profile.search(("profile", "ann"))] == ["a profile about tea"]
     assert notes.list_namespaces(prefix=("notes", "ann")) == [("notes", "ann")]
+
+
+def test_filters_keep_json_types_apart(memory: GuardedMemory) -> None:
+    """LangGraph's own stores let {"n": 1} match True and 1.0; here 1 matches 1 and 1.0 only."""
+    store = store_for(memory)
+    ns = ("memories", "ann")
+    for key, n in (("int", 1), ("float", 1.0), ("bool", True), ("str", "1"), ("none", None)):
+        store.put(ns, key, {"n": n, "tags": [n]})
+    assert {h.key for h in store.search(ns, filter={"n": 1})} == {"int", "float"}
+    assert {h.key for h in store.search(ns, filter={"n": True})} == {"bool"}
+    assert {h.key for h in store.search(ns, filter={"n": "1"})} == {"str"}
+    assert {h.key for h in store.search(ns, filter={"n": None})} == {"none"}
+    assert {h.key for h in store.search(ns, filter={"n": {"$eq": 1}})} == {"int", "float"}
+    assert {h.key for h in store.search(ns, filter={"n": {"$ne": 1}})} == {"bool", "str", "none"}
+    assert {h.key for h in store.search(ns, filter={"tags": [True]})} == {"bool"}
+    assert {h.key for h in store.search(ns, filter={"n": {"$gte": 1}})} == {"int", "float"}  # a bool is no number
+
+
+def test_with_update_a_put_replaces_in_place() -> None:
+    from integrations_support import UpdatingStore
+
+    port = UpdatingStore()
+    store = MemoryportStore(GuardedMemory(port), namespace=USER_NS)
+    ns = ("memories", "ann")
+    store.put(ns, "k", {"text": "one"}, ttl=10)
+    store.put(ns, "k", {"text": "two"})
+    store.get(ns, "k")
+    assert port.deletes == 0  # updated, never deleted and re-added
+    [record] = port.rows.values()
+    assert record.text == '{"text": "two"}' and record.expires_at is None and record.updated_at is not None
+    store.put(ns, "k", {"text": "three"}, ttl=10)
+    store.get(ns, "k")  # refreshes the TTL in place
+    assert port.deletes == 0 and store.get(ns, "k").value == {"text": "three"}  # type: ignore[union-attr]

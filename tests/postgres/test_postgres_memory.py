@@ -277,3 +277,49 @@ async def test_retention_hides_and_purge_removes(pg: Server) -> None:
     stats = await m.stats()
     assert stats["records"] == 1 and stats["rls_enforced"] is True
     await m.aclose()
+
+
+def test_cli_migrate_vacuum_and_copy_between_sqlite_and_postgres(
+    pg: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`memoryport migrate`, `copy` SQLite -> PostgreSQL -> SQLite, `vacuum`; a mistake is one line."""
+    import json
+
+    from memoryport import SQLiteMemory
+    from memoryport.cli import main
+
+    schema = fresh_schema()
+    assert main(["migrate", "--dsn", pg.app_dsn, "--schema", schema]) == 0
+    assert json.loads(capsys.readouterr().out)["schema_version"] == SCHEMA_VERSION
+    source = tmp_path / "old.db"
+    old = SQLiteMemory(source)
+    now = datetime.now(timezone.utc)
+    old.add_sync(
+        [
+            MemoryRecord(scope=ANN, text="Ann drinks green tea", metadata={"kind": "fact"},
+                         created_at=now - timedelta(days=3)),
+            MemoryRecord(scope=MemoryScope(user_id="ann", session_id="s1"), text="Ann is in Lisbon",
+                         expires_at=now + timedelta(days=1)),
+            MemoryRecord(scope=BEN, text="Ben's secret"),
+        ]
+    )
+    old.close()
+    assert main(["copy", str(source), pg.app_dsn, "--schema", schema, "--user", "ann"]) == 0
+    assert "copied 2 of 2" in capsys.readouterr().out
+    back = tmp_path / "back.db"
+    assert main(["copy", pg.app_dsn, str(back), "--schema", schema, "--user", "ann", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["copied"] == 2
+    again = SQLiteMemory(back)
+    rows = again.export_sync(ANN)
+    again.close()
+    assert [(r.text, r.metadata, r.scope.session_id) for r in rows] == [
+        ("Ann drinks green tea", {"kind": "fact"}, None),
+        ("Ann is in Lisbon", {}, "s1"),
+    ]
+    assert abs(rows[0].created_at - (now - timedelta(days=3))) < timedelta(milliseconds=1)
+    assert rows[1].expires_at is not None
+    assert main(["vacuum", "--dsn", pg.app_dsn, "--schema", schema, "--full"]) == 0
+    assert "vacuumed" in capsys.readouterr().out
+    monkeypatch.delenv("MEMORYPORT_PG_DSN", raising=False)
+    assert main(["migrate"]) == 2
+    assert "--dsn" in capsys.readouterr().err

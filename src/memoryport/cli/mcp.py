@@ -51,6 +51,15 @@ def run(args: argparse.Namespace) -> int:
         read_filter=None if args.allow_pii else redact_pii,
     )
     context = ToolContext(principal=args.user, agent_id=args.agent, thread_id=args.thread)
+    if sys.stdin.isatty():
+        # Started by hand in a terminal: say what it is waiting for, instead of hanging silently.
+        print(
+            f"memoryport mcp: serving the memory of user {args.user!r} from {args.db} over MCP on "
+            "stdin/stdout. An MCP client (a desktop assistant, an IDE) starts this command itself and "
+            "speaks to it; typing here does nothing useful. Stop with Ctrl-D or Ctrl-C.",
+            file=sys.stderr,
+            flush=True,
+        )
 
     async def serve() -> None:
         try:
