@@ -95,3 +95,17 @@ class UpdatingStore(PlainStore):
             self.rows[change.id] = record.model_copy(update={**fields, "updated_at": datetime.now(timezone.utc)})
             done.append(change.id)
         return done
+
+
+class StrictIdStore(PlainStore):
+    """PlainStore that keeps expired records until purge and refuses an id already stored (as SQL stores do)."""
+
+    name = "plain-strict-ids"
+
+    async def add(self, records: Sequence[MemoryRecord]) -> list[str]:
+        from memoryport import InvalidInput
+
+        for i, r in enumerate(records):
+            if r.id in self.rows:
+                raise InvalidInput(f"records[{i}].id is already stored; ids must be unique", field=f"records[{i}].id")
+        return await super().add(records)

@@ -115,7 +115,10 @@ BAD_INPUTS = [
     ("/v1/search", {"query": "secret words", "k": 0}, "k"),
     ("/v1/search", {"query": "secret words", "k": 10**6}, "k"),
     ("/v1/search", {"query": "secret words " * 3000}, "query"),
-    ("/v1/search", {"query": "secret words", "filters": {"kind": [1]}}, "filters.kind.str"),
+    ("/v1/search", {"query": "secret words", "filters": {"kind": [1]}}, "filters.kind"),
+    ("/v1/search", {"query": "secret words", "filters": {"n": {"$regex": "x"}}}, "filters.n"),
+    ("/v1/search", {"query": "secret words", "since": "last tuesday"}, "since"),
+    ("/v1/search", {"query": "secret words", "since": "1d", "until": "2d"}, "since"),
     ("/v1/erase", {"confirm": "secret words"}, "confirm"),
 ]
 

@@ -53,7 +53,7 @@ EPILOG = """examples:
   memoryport migrate --dsn postgresql://owner@db/app   create or upgrade the PostgreSQL schema
   memoryport vacuum --dsn postgresql://owner@db/app    VACUUM the PostgreSQL tables after erasing
   memoryport keys create --db memory.db --user ann     an API key for Ann (shown once)
-  memoryport serve --db memory.db                      the HTTP API on 127.0.0.1:8787
+  memoryport serve --db memory.db                      the HTTP API and dashboard on 127.0.0.1:8787
   memoryport doctor                                    what is installed, and what SQLite can do
 
 Run `memoryport COMMAND --help` for a command's options and examples.

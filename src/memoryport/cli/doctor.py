@@ -21,6 +21,10 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "mcp": ("mcp",),
     "postgres": ("psycopg", "psycopg-pool"),
     "server": ("starlette", "uvicorn"),
+    "langgraph": ("langgraph",),
+    "langchain": ("langchain-core",),
+    "pydantic-ai": ("pydantic-ai-slim",),
+    "openai-agents": ("openai-agents",),
     "contracts": ("pytest", "anyio", "hypothesis"),
     "sqlite (newer SQLite)": ("sqlean.py", "pysqlite3-binary"),
 }

@@ -1,4 +1,4 @@
-"""``memoryport serve`` and ``memoryport keys``: the HTTP API, and who may use it."""
+"""``memoryport serve`` and ``memoryport keys``: the HTTP API and dashboard, and who may use them."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ __all__ = ["register", "register_keys", "run", "run_keys"]
 
 EXAMPLES = """examples:
   memoryport keys create --db memory.db --user ann       # prints Ann's key once
-  memoryport serve --db memory.db                        # http://127.0.0.1:8787
+  memoryport serve --db memory.db                        # http://127.0.0.1:8787, dashboard at /ui/
   memoryport serve --db memory.db --port 9000 --rate-per-minute 120
 """
 
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
             f"note: no API keys in {keys.path} yet; create one with `memoryport keys create --db {args.db} --user ID`"
         )
     memory = open_memory(args.db, retention_days=args.retention_days)
-    print(f"memoryport serving {args.db} on http://{args.host}:{args.port} (Ctrl-C stops)")
+    print(f"memoryport serving {args.db} on http://{args.host}:{args.port} (dashboard at /ui/; Ctrl-C stops)")
     serve(
         memory,
         keys,
@@ -66,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
         port=args.port,
         rate_per_minute=args.rate_per_minute,
         max_body_bytes=args.max_body_bytes,
+        secure_cookies=args.secure_cookies,
     )
     return 0
 
@@ -74,9 +75,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``serve`` to the command line."""
     p = sub.add_parser(
         "serve",
-        help="serve a memory over HTTP",
+        help="serve a memory over HTTP (API + dashboard)",
         description=(
-            "Serve the memory over HTTP: a JSON API (OpenAPI at /openapi.json). "
+            "Serve the memory over HTTP: a JSON API (OpenAPI at /openapi.json) and a dashboard at /ui/. "
             "API keys decide whose memory each request touches. Needs the server extra."
         ),
         epilog=EXAMPLES,
@@ -89,6 +90,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--rate-per-minute", type=int, default=600, help="each key's request budget (default: 600)")
     p.add_argument("--max-body-bytes", type=int, default=1_048_576, help="larger bodies get 413 (default: 1 MiB)")
     p.add_argument("--retention-days", type=float, default=None, help="hide memories older than this")
+    p.add_argument(
+        "--secure-cookies", action="store_true", help="mark the dashboard cookie Secure (behind a TLS proxy)"
+    )
     p.set_defaults(run=run)
 
 

@@ -426,7 +426,15 @@ class MemoryportStore(BaseStore):
         if old is not None:
             await self.memory.delete([cast(str, old.id)], scope=old.scope)
         try:
-            await self.memory.add([new])
+            try:
+                await self.memory.add([new])
+            except InvalidInput as exc:
+                if old is not None or not exc.field.endswith(".id"):
+                    raise
+                # The id is taken by the item's expired past self, hidden but not yet
+                # purged (the guard never shows it): remove it and add again.
+                await self.memory.delete([cast(str, new.id)], scope=new.scope)
+                await self.memory.add([new])
         except BaseException:
             if old is not None:
                 await self.memory.add([old])
