@@ -9,14 +9,14 @@ from __future__ import annotations
 import functools
 import heapq
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from memoryport import ranking
-from memoryport._records import MemoryScope, MetadataValue
+from memoryport._records import MemoryScope
 
 from ._fts import like_patterns, match_expression
-from ._rows import Conn, filter_sql, scope_sql, tenant_token
+from ._rows import Cond, Conn, filter_sql, scope_sql, tenant_token
 
 __all__ = ["bm25_file", "bm25_per_user", "doc_sizes", "keyword_ranking", "varint"]
 
@@ -51,7 +51,7 @@ def keyword_ranking(
     query: str,
     scope: MemoryScope,
     limit: int,
-    filters: Mapping[str, MetadataValue] | None,
+    filters: Cond,
     now: int,
 ) -> list[tuple[int, float]]:
     """(rid, score) best first; score is -BM25 (higher is better) or the number of words matched (LIKE)."""

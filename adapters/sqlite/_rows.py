@@ -1,4 +1,4 @@
-"""Records as rows and back: times in microseconds, metadata rows, the SQL of scopes and filters.
+"""Records as rows and back: times in microseconds, the SQL of scopes and filters (``_where.py``).
 
 Every SQL fragment here binds its values as parameters; nothing a caller passes
 is spliced into SQL.
@@ -11,13 +11,16 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Union
 
-from memoryport._records import MemoryRecord, MemoryScope, MetadataValue
+from memoryport._records import MemoryRecord, MemoryScope
+
+from ._where import Where, meta_row, where_sql
 
 __all__ = [
     "COLUMNS",
     "NEVER",
+    "Cond",
     "Conn",
     "ScopeKey",
     "covers",
@@ -33,13 +36,16 @@ __all__ = [
 ]
 
 Conn = Any  # a DB-API connection of whichever driver was chosen
+# Metadata filters (operators included) and a time range, or plain equality filters, or nothing.
+Cond = Union[Where, Mapping[str, Any], None]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _US = timedelta(microseconds=1)
 NEVER = (1 << 63) - 1  # "no expiry" in the vector cache's int64 column
-_BIG = 1 << 63
 
-COLUMNS = "r.rid, r.id, r.user_id, r.session_id, r.agent_id, r.text, r.metadata, r.created_at, r.expires_at"
+COLUMNS = (
+    "r.rid, r.id, r.user_id, r.session_id, r.agent_id, r.text, r.metadata, r.created_at, r.expires_at, r.updated_at"
+)
 
 
 def us(value: datetime) -> int:
@@ -64,19 +70,6 @@ def tenant_token(user_id: str | None) -> str:
     return "t" + str(int.from_bytes(hashlib.sha256(b"memoryport-tenant\x00" + raw).digest()[:10], "big"))
 
 
-def meta_row(key: str, value: MetadataValue) -> tuple[str, str, Any]:
-    """(key, tag, value) for the metadata side table; the tag keeps JSON types apart."""
-    if value is None:
-        return key, "z", None
-    if isinstance(value, bool):
-        return key, "b", int(value)
-    if isinstance(value, int):
-        return (key, "N", str(value)) if not -_BIG <= value < _BIG else (key, "n", value)
-    if isinstance(value, float):
-        return key, "n", value
-    return key, "s", value
-
-
 def scope_sql(scope: MemoryScope, alias: str = "r") -> tuple[str, list[Any]]:
     """The rows a scope covers: its user (None included), and its session and agent where set."""
     conds = [f"{alias}.user_id IS ?"]
@@ -90,26 +83,16 @@ def scope_sql(scope: MemoryScope, alias: str = "r") -> tuple[str, list[Any]]:
     return " AND ".join(conds), params
 
 
-def filter_sql(filters: Mapping[str, MetadataValue] | None, alias: str = "r") -> tuple[str, list[Any]]:
-    """Exact metadata matches as `` AND EXISTS (...)`` over the side table, or ``""``."""
-    if not filters:
-        return "", []
-    sql: list[str] = []
-    params: list[Any] = []
-    for key, value in filters.items():
-        sql.append(
-            f" AND EXISTS (SELECT 1 FROM record_meta m WHERE m.rid = {alias}.rid "
-            "AND m.key = ? AND m.tag = ? AND m.value IS ?)"
-        )
-        params.extend(meta_row(key, value))
-    return "".join(sql), params
+def filter_sql(filters: Cond, alias: str = "r", created: str | None = None) -> tuple[str, list[Any]]:
+    """Filters (operators included) and the time range as `` AND ...``, or ``""``; see ``_where.py``."""
+    return where_sql(filters, alias, created)
 
 
 def record_from_row(row: Sequence[Any]) -> MemoryRecord:
     """The record of a row selected with :data:`COLUMNS`."""
     # Rows were validated on the way in; re-validating every text on every read
     # would cost ~50 µs per hit (more than a 10k-vector scan), so construct directly.
-    _, rid, user, session, agent, text, metadata, created, expires = row
+    _, rid, user, session, agent, text, metadata, created, expires, updated = row
     return MemoryRecord.model_construct(
         id=rid,
         scope=MemoryScope.model_construct(user_id=user, session_id=session, agent_id=agent),
@@ -117,6 +100,7 @@ def record_from_row(row: Sequence[Any]) -> MemoryRecord:
         metadata=json.loads(metadata) if metadata else {},
         created_at=dt(created),
         expires_at=None if expires is None else dt(expires),
+        updated_at=None if updated is None else dt(updated),
     )
 
 

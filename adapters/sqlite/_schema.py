@@ -46,6 +46,7 @@ MIGRATIONS: list[tuple[str, ...]] = [
             WITHOUT ROWID""",
         "INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', 0), ('records', 0)",
     ),
+    ("ALTER TABLE records ADD COLUMN updated_at INTEGER",),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -8,15 +8,15 @@ sees the same snapshot. Ranking itself (fusion, the neighbour lift) is
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from memoryport import ranking
 from memoryport._port import SearchResults
-from memoryport._records import MemoryHit, MemoryScope, MetadataValue, utcnow
+from memoryport._records import MemoryHit, MemoryScope, utcnow
 
 from ._keyword import keyword_ranking
-from ._rows import COLUMNS, Conn, filter_sql, record_from_row, scope_sql, us
+from ._rows import COLUMNS, Cond, Conn, filter_sql, record_from_row, scope_sql, us
 from ._vectors import F32
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ __all__ = ["NEIGHBOUR_SCAN", "neighbours", "recent", "rows_by_rid", "search_hits
 NEIGHBOUR_SCAN = 16
 
 
-def recent(conn: Conn, scope: MemoryScope, k: int, filters: Mapping[str, MetadataValue] | None) -> list[MemoryHit]:
+def recent(conn: Conn, scope: MemoryScope, k: int, filters: Cond) -> list[MemoryHit]:
     where, params = scope_sql(scope)
     fsql, fparams = filter_sql(filters)
     rows = conn.execute(
@@ -50,7 +50,7 @@ def search_hits(
     mode: str,
     scope: MemoryScope,
     k: int,
-    filters: Mapping[str, MetadataValue] | None,
+    filters: Cond,
 ) -> list[MemoryHit]:
     """The ``k`` best hits by ``mode`` (``keyword``, ``vector``, ``hybrid``); keyword when ``qvec`` is None."""
     now = us(utcnow())
@@ -92,7 +92,7 @@ def search_hits(
 def neighbours(
     conn: Conn,
     rids: Sequence[int],
-    filters: Mapping[str, MetadataValue] | None,
+    filters: Cond,
     now: int,
     *,
     weight: float,
@@ -106,7 +106,7 @@ def neighbours(
         return {}
     # Only the user's nearest NEIGHBOUR_SCAN records on each side are looked at, so a
     # selective filter or interleaved sessions cannot make this walk a user's whole history.
-    fsql, fparams = filter_sql(filters, alias="w")
+    fsql, fparams = filter_sql(filters, alias="w", created="w.t")
     side = (
         "(SELECT json_group_array(json_array(t, rid)) FROM (SELECT w.t AS t, w.rid AS rid FROM ("
         "SELECT n.created_at AS t, n.rid AS rid, n.session_id AS s, n.agent_id AS a, n.expires_at AS e "

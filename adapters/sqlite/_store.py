@@ -32,7 +32,7 @@ from memoryport import ranking
 from memoryport._embedding import EmbeddingPort
 from memoryport._errors import EmbedderMismatch, InvalidInput, UsageError
 from memoryport._port import Capability, SearchResults
-from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MetadataValue, utcnow
+from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate, utcnow
 from memoryport._rerank import RerankerPort
 
 from . import _erasure
@@ -41,10 +41,12 @@ from ._driver import load_driver, version_tuple
 from ._erasure import erase_rows, expired_rows
 from ._files import create_file
 from ._reembed import reembed_file
-from ._rows import COLUMNS, Conn, meta_row, record_from_row, scope_sql, tenant_token, us
+from ._rows import COLUMNS, Cond, Conn, filter_sql, record_from_row, scope_sql, tenant_token, us
 from ._schema import SCHEMA_VERSION, SECURE_DELETE_FTS5, bump, open_file
 from ._search import recent, search_hits
+from ._update import update_records
 from ._vectors import F32, VectorCache, embed
+from ._where import Where, meta_row
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore", "reembed_file"]
 
@@ -114,6 +116,10 @@ class SQLiteStore:
             Capability.DELETE,
             Capability.EXPORT,
             Capability.PURGE,
+            Capability.UPDATE,
+            Capability.COUNT,
+            Capability.TIME_RANGE,
+            Capability.FILTER_OPERATORS,
         }
         if embedder is not None:
             caps.add(Capability.VECTOR_SEARCH)
@@ -180,13 +186,18 @@ class SQLiteStore:
                         json.dumps(r.metadata, ensure_ascii=False) if r.metadata else None,
                         us(r.created_at),
                         None if r.expires_at is None else us(r.expires_at),
+                        None if r.updated_at is None else us(r.updated_at),
                     )
                 )
                 fts.append((rid, r.text, tenant_token(r.scope.user_id)))
                 if r.metadata:
                     metas.extend((rid, *meta_row(k, v)) for k, v in r.metadata.items())
             try:
-                conn.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                conn.executemany(
+                    "INSERT INTO records(rid, id, user_id, session_id, agent_id, text, metadata, created_at, "
+                    "expires_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
             except self.driver.IntegrityError:
                 self._raise_duplicate(conn, records)
                 raise
@@ -264,6 +275,10 @@ class SQLiteStore:
 
         return await self._run(lambda: self.db.write(write, erasing=True))
 
+    async def update(self, changes: Sequence[MemoryUpdate], *, scope: MemoryScope) -> list[str]:
+        self.db.refuse_if_read_only("update")
+        return await update_records(self, changes, scope)
+
     # -- the port: reads -----------------------------------------------------
 
     async def get(self, id: str, *, scope: MemoryScope) -> MemoryRecord | None:
@@ -275,18 +290,54 @@ class SQLiteStore:
 
         return await self._run(lambda: self.db.read(read))
 
-    async def export(self, scope: MemoryScope) -> list[MemoryRecord]:
+    async def export(
+        self, scope: MemoryScope, *, since: datetime | None = None, until: datetime | None = None
+    ) -> list[MemoryRecord]:
         where, params = scope_sql(scope)
+        tsql, tparams = filter_sql(Where.of(None, since, until))
 
         def read(conn: Conn) -> list[MemoryRecord]:
-            rows = conn.execute(f"SELECT {COLUMNS} FROM records r WHERE {where} ORDER BY r.created_at, r.rid", params)
+            rows = conn.execute(
+                f"SELECT {COLUMNS} FROM records r WHERE {where}{tsql} ORDER BY r.created_at, r.rid", params + tparams
+            )
             return [record_from_row(row) for row in rows]
 
         return await self._run(lambda: self.db.read(read))
 
     async def search(
-        self, query: str, *, scope: MemoryScope, k: int, filters: Mapping[str, MetadataValue] | None
+        self,
+        query: str,
+        *,
+        scope: MemoryScope,
+        k: int,
+        filters: Mapping[str, Any] | None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> list[MemoryHit]:
+        # Filters (with operators) and the time range travel together from here on.
+        return await self._search_where(query, scope, k, Where.of(filters, since, until))
+
+    async def count(
+        self,
+        scope: MemoryScope,
+        *,
+        filters: Mapping[str, Any] | None,
+        since: datetime | None,
+        until: datetime | None,
+    ) -> int:
+        where, params = scope_sql(scope)
+        csql, cparams = filter_sql(Where.of(filters, since, until))
+
+        def read(conn: Conn) -> int:
+            row = conn.execute(
+                f"SELECT count(*) FROM records r WHERE {where} AND (r.expires_at IS NULL OR r.expires_at > ?){csql}",
+                [*params, us(utcnow()), *cparams],
+            ).fetchone()
+            return int(row[0])
+
+        return await self._run(lambda: self.db.read(read))
+
+    async def _search_where(self, query: str, scope: MemoryScope, k: int, filters: Cond) -> list[MemoryHit]:
         if not query.strip():
             return await self._run(lambda: self.db.read(lambda conn: recent(conn, scope, k, filters)))
         qvec: F32 | None = None

@@ -12,15 +12,16 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from memoryport._embedding import EmbeddingPort, check_matrix
 from memoryport._errors import BackendError, EmbeddingError
-from memoryport._records import MemoryRecord, MemoryScope, MetadataValue
+from memoryport._records import MemoryRecord, MemoryScope
 
-from ._rows import NEVER, Conn, ScopeKey, covers, expiry, filter_sql, scope_key, scope_sql, tenant_token
+from ._rows import NEVER, Cond, Conn, ScopeKey, covers, expiry, filter_sql, scope_key, scope_sql, tenant_token
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 else:
     F32 = I64 = Any
 
-__all__ = ["F32", "Block", "VectorCache", "dot", "embed", "normalise"]
+__all__ = ["F32", "Block", "Patch", "VectorCache", "dot", "embed", "normalise"]
 
 # Below this many floats, numpy's own loop (einsum) beats BLAS: a multi-threaded
 # BLAS gemv waits for its threads to wake, 8-16 ms on a loaded 2-core machine,
@@ -100,6 +101,16 @@ class Block:
         return int(self._rids.nbytes + self._matrix.nbytes + self._expires.nbytes)
 
 
+@dataclass
+class Patch:
+    """What an update changed in one record, for the vectors cached in RAM."""
+
+    rid: int
+    scope: MemoryScope
+    vector: F32 | None
+    expires: int | None  # None: unchanged
+
+
 class VectorCache:
     """Blocks of vectors per scope, least recently used dropped beyond ``cache_bytes``."""
 
@@ -167,7 +178,7 @@ class VectorCache:
         qvec: F32,
         scope: MemoryScope,
         limit: int,
-        filters: Mapping[str, MetadataValue] | None,
+        filters: Cond,
         now: int,
     ) -> Callable[[], list[tuple[int, float]]]:
         """Read what the vector ranking needs (in this snapshot); return the pure numpy rest."""
@@ -227,3 +238,29 @@ class VectorCache:
                         np.asarray([expiry(records[i]) for i in mine], dtype=np.int64),
                     )
                 block.gen = gen
+
+    def patch(self, patches: Sequence[Patch], gen: int, old: Mapping[str, int]) -> None:
+        """Patch changed vectors and expiries into cached scopes that were current just before the update."""
+        with self.lock:
+            for key, block in list(self._blocks.items()):
+                tenant = tenant_token(key[0])
+                if tenant not in old:
+                    continue
+                if block.gen != old[tenant]:
+                    del self._blocks[key]
+                    continue
+                query = MemoryScope.model_construct(user_id=key[0], session_id=key[1], agent_id=key[2])
+                rids, matrix, expires = block.view()
+                for patch in patches:
+                    if not query.covers(patch.scope):
+                        continue
+                    at = np.flatnonzero(rids == patch.rid)
+                    if patch.vector is not None and not len(at):
+                        del self._blocks[key]  # a record the block lacks (added by another process): reload
+                        break
+                    if patch.vector is not None:
+                        matrix[at] = patch.vector
+                    if patch.expires is not None:
+                        expires[at] = patch.expires
+                else:
+                    block.gen = gen

@@ -20,7 +20,9 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from memoryport import Capability, GuardedMemory, MemoryRecord, MemoryScope, SQLiteMemory
+from memoryport.adapters.postgres import PostgresMemory
 from tests.core.dictstore import DictStore
+from tests.postgres.support import Server, fresh_schema
 
 from .support import Live, live_server
 
@@ -208,8 +210,8 @@ def test_a_person_uses_the_dashboard(browser: Browser, tmp_path: Path, shots: Pa
         context.close()
 
 
-def test_edit_one_memory(browser: Browser, tmp_path: Path, shots: Path) -> None:
-    memory = GuardedMemory(DictStore())  # the reference store has update
+def test_edit_one_memory(browser: Browser, tmp_path: Path, shots: Path, pg: Server) -> None:
+    memory = PostgresMemory(pg.app_dsn, schema=fresh_schema(), pool_size=2)  # PostgreSQL can update
     ids = _seed(memory)
     with live_server(tmp_path, memory=memory) as live:
         context = browser.new_context(viewport={"width": 1100, "height": 900})

@@ -4,14 +4,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from memoryport import Capability, GuardedMemory
+from memoryport.adapters.postgres import PostgresMemory
 from tests.core.dictstore import DictStore
+from tests.postgres.support import Server, fresh_schema
 
 from .support import live_server
 
 
-def test_update_own_memory_and_never_bens(tmp_path: Path) -> None:
-    with live_server(tmp_path, memory=GuardedMemory(DictStore())) as live:
+@pytest.mark.parametrize("backend", ["reference", "postgres"])
+def test_update_own_memory_and_never_bens(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> None:
+    if backend == "postgres":
+        pg: Server = request.getfixturevalue("pg")
+        memory: GuardedMemory = PostgresMemory(pg.app_dsn, schema=fresh_schema(), pool_size=2)
+    else:
+        memory = GuardedMemory(DictStore())
+    with live_server(tmp_path, memory=memory) as live:
         with live.client("ben") as ben:
             ben_id = ben.post("/v1/memories", json={"memories": [{"text": "Ben likes chess"}]}).json()["ids"][0]
         with live.client("ann") as ann:

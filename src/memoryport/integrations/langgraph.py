@@ -358,7 +358,10 @@ class MemoryportStore(BaseStore):
         return run_sync(self.abatch(ops), method="abatch", sync="batch", owner="store")
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run ``ops`` in order (a later op sees what an earlier put wrote) and return their results."""
+        """Run ``ops`` in order (a later op sees what an earlier put wrote) and return their results.
+
+        Not one transaction: when an op fails, the ops before it stay done.
+        """
         ops = list(ops)
         results: list[Result] = []
         for op in ops:
