@@ -7,11 +7,13 @@ Plain storage behind :class:`memoryport.GuardedMemory`; see ``docs/sqlite.md``.
 | ``_files.py`` | the file on disk: created owner-only, permissions, may we write it |
 | ``_connection.py`` | connections (one per thread) and transactions; finishing a pending erasure after a write |
 | ``_schema.py`` | tables and migrations; opening a file read-write or read-only; the bookkeeping rows |
-| ``_rows.py`` | records as rows and back; the SQL of scopes and filters |
+| ``_rows.py`` | records as rows and back; the SQL of scopes |
+| ``_where.py`` | the SQL of metadata filters (operators included) and time ranges |
 | ``_fts.py`` | FTS5 and LIKE query strings from a user's words |
 | ``_keyword.py`` | keyword ranking: FTS5 BM25, per-user BM25, LIKE |
 | ``_vectors.py`` | embedding a batch; the vector cache and the cosine ranking |
 | ``_search.py`` | a search once the query is embedded: recent, keyword, vector, hybrid, context |
+| ``_update.py`` | ``update``: texts, metadata and expiry changed in place |
 | ``_erasure.py`` | deleting rows from every table, then VACUUM and checkpoint, crash-safe |
 | ``_reembed.py`` | re-embedding a file with another embedder |
 | ``_driver.py`` | which SQLite library to use |
