@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from .adapters.postgres import PostgresMemory
     from .adapters.sqlite import SQLiteMemory
     from .adapters.zep import ZepMemory
+    from .curated import AgentMemory, CurationPolicy, NewMemory, curated_tools
     from .embedders.local import LocalEmbedder
     from .tools import (
         MemoryTool,
@@ -90,17 +91,23 @@ _LAZY: dict[str, str] = {
     "ZepMemory": "memoryport.adapters.zep",
     "copy_memories": "memoryport._copy",
     "copy_memories_sync": "memoryport._copy",
+    "AgentMemory": "memoryport.curated",
+    "CurationPolicy": "memoryport.curated",
+    "NewMemory": "memoryport.curated",
+    "curated_tools": "memoryport.curated",
 }
 
 __all__ = [
     "DEFAULT_LIMITS",
     "OPERATORS",
+    "AgentMemory",
     "BackendError",
     "CallableEmbedder",
     "CallableMemory",
     "CallableReranker",
     "Capability",
     "CopyReport",
+    "CurationPolicy",
     "EmbedderMismatch",
     "EmbeddingError",
     "EmbeddingPort",
@@ -122,6 +129,7 @@ __all__ = [
     "MemoryportError",
     "MetadataValue",
     "MissingExtra",
+    "NewMemory",
     "PendingWrite",
     "PostgresMemory",
     "RerankerPort",
@@ -136,6 +144,7 @@ __all__ = [
     "__version__",
     "copy_memories",
     "copy_memories_sync",
+    "curated_tools",
     "find_pii",
     "memory_tools",
     "pii_check",

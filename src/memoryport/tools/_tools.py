@@ -247,6 +247,28 @@ class MemoryTools(Sequence[MemoryTool]):
         self._tools: tuple[MemoryTool, ...] = tuple(t for t in bound if t is not None)
         self._by_name = {t.name: t for t in self._tools}
 
+    @classmethod
+    def from_tools(cls, tools: Sequence[MemoryTool], memory: GuardedMemory) -> MemoryTools:
+        """Host shapes for another family of tools built elsewhere (e.g. :func:`~memoryport.curated_tools`).
+
+        The tools are used as given; the options keep their defaults.
+
+        Example:
+            >>> MemoryTools.from_tools([tool], memory).names               # doctest: +SKIP
+            ['my_tool']
+        """
+        made = cls.__new__(cls)
+        made.memory = memory
+        made.scope_from = scope_from_context
+        made.confirm_writes, made.forget, made.across_sessions, made.k = False, False, True, 5
+        made.write_check, made.read_filter, made.approve = None, None, None
+        made._keeps_session = False
+        made._tools = tuple(tools)
+        made._by_name = {t.name: t for t in made._tools}
+        if len(made._by_name) != len(made._tools):
+            raise UsageError("tool names must be unique")
+        return made
+
     # -- building -----------------------------------------------------------
 
     def _scopes(self, context: ToolContext) -> tuple[MemoryScope, MemoryScope]:
