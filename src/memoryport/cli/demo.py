@@ -104,7 +104,9 @@ def _memory(folder: Path) -> tuple[GuardedMemory, str]:
     except ImportError:
         return _dict_memory(), "an in-process dict store via CallableMemory (SQLite backend not installed)"
     path = folder / "memory.db"
-    memory: GuardedMemory = sqlite.SQLiteMemory(path, embedder=embedder)
+    # The bundled MiniLM model: unrelated texts stay below a cosine of 0.2, so a record no query
+    # word matches is only shown when it is that similar (docs/sqlite.md, "What scores mean").
+    memory: GuardedMemory = sqlite.SQLiteMemory(path, embedder=embedder, min_similarity=0.2)
     return memory, f"SQLite file {path}\n  search: {search}"
 
 
