@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from .adapters.postgres import PostgresMemory
     from .adapters.sqlite import SQLiteMemory
     from .adapters.zep import ZepMemory
+    from .curated import AgentMemory, CurationPolicy, NewMemory, curated_tools
     from .embedders.local import LocalEmbedder
     from .tools import (
         MemoryTool,
@@ -98,17 +99,23 @@ _LAZY: dict[str, str] = {
     "ZepMemory": "memoryport.adapters.zep",
     "copy_memories": "memoryport._copy",
     "copy_memories_sync": "memoryport._copy",
+    "AgentMemory": "memoryport.curated",
+    "CurationPolicy": "memoryport.curated",
+    "NewMemory": "memoryport.curated",
+    "curated_tools": "memoryport.curated",
 }
 
 __all__ = [
     "DEFAULT_LIMITS",
     "OPERATORS",
+    "AgentMemory",
     "BackendError",
     "CallableEmbedder",
     "CallableMemory",
     "CallableReranker",
     "Capability",
     "CopyReport",
+    "CurationPolicy",
     "EmbedderMismatch",
     "EmbeddingError",
     "EmbeddingPort",
@@ -130,6 +137,7 @@ __all__ = [
     "MemoryportError",
     "MetadataValue",
     "MissingExtra",
+    "NewMemory",
     "PendingWrite",
     "PostgresMemory",
     "RerankerPort",
@@ -145,6 +153,7 @@ __all__ = [
     "anthropic_tools",
     "copy_memories",
     "copy_memories_sync",
+    "curated_tools",
     "dispatch_tool_call",
     "find_pii",
     "mcp_server",

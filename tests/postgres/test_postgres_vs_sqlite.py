@@ -14,10 +14,10 @@ from .support import Server, bow_embedder, fresh_schema
 
 pytestmark = pytest.mark.anyio
 
-WORDS = (
-    "apple harbour violin granite meadow lantern pepper glacier saddle orchid compass thunder biscuit falcon "
-    "marble velvet canyon ember willow quartz"
-).split()
+WORDS = [
+    "apple", "harbour", "violin", "granite", "meadow", "lantern", "pepper", "glacier", "saddle", "orchid",
+    "compass", "thunder", "biscuit", "falcon", "marble", "velvet", "canyon", "ember", "willow", "quartz",
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("mode", ["keyword", "vector", "hybrid"])
