@@ -202,15 +202,17 @@ ABLATION = ["naive", "+stopwords", "+score fusion", "+neighbours"]
 class CuratedSearch:
     """Search through AgentMemory's recall (salience on, no reinforcement), shaped like the guard's search."""
 
-    def __init__(self, memory: Any, last_session: dict[str, datetime] | None, *, ranking: str) -> None:
-        from memoryport.curated import AgentMemory, CurationPolicy
+    def __init__(self, memory: Any, last_session: dict[str, datetime] | None, *, ranking: str,
+                 recency: float | None = None) -> None:
+        from memoryport.curated import AgentMemory, CurationPolicy, Salience
 
         self.ranking = ranking
         self.last_session = last_session
         self.user = ""
         clock = None if last_session is None else (lambda: self.last_session[self.user])  # type: ignore[index]
         kwargs = {} if clock is None else {"clock": clock}
-        self.agent = AgentMemory(memory, policy=CurationPolicy(recall_boost=0.0), **kwargs)
+        salience = Salience() if recency is None else Salience(recency=recency)
+        self.agent = AgentMemory(memory, policy=CurationPolicy(recall_boost=0.0, salience=salience), **kwargs)
 
     async def search(self, query: str, *, scope: Any, k: int) -> list[Any]:
         from types import SimpleNamespace
@@ -277,7 +279,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         for mode in modes:
             clock = last if args.now == "last-session" else None
             memories[f"{mode}+layer"] = CuratedSearch(memories[mode], clock, ranking="relevance")
-            memories[f"{mode}+salience"] = CuratedSearch(memories[mode], clock, ranking="salience")
+            memories[f"{mode}+salience"] = CuratedSearch(memories[mode], clock, ranking="salience",
+                                                          recency=args.recency)
     start = time.perf_counter()
     for conv in conversations:
         scope = MemoryScope(user_id=conv.sample_id)
@@ -413,6 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--curated", action="store_true", help="also ask through AgentMemory (salience on)")
     ap.add_argument("--now", choices=("real", "last-session"), default="real",
                     help="the layer's clock with --curated (recency counts from it)")
+    ap.add_argument("--recency", type=float, default=None, help="the salience's recency weight (default: the policy's)")
     args = ap.parse_args(argv)
     if not args.data.is_file():
         print(f"no LoCoMo file at {args.data}", file=sys.stderr)

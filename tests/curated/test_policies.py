@@ -551,3 +551,29 @@ async def test_a_failing_embedder_stores_nothing(memory: GuardedMemory) -> None:
     with pytest.raises(EmbeddingError):
         await m.remember("Ann likes green tea a lot", scope=ANN)
     assert len(await memory.export(ANN)) == 1
+
+
+def test_blocking_twins_work_outside_a_loop(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from memoryport import SQLiteMemory
+
+    m = AgentMemory(SQLiteMemory(Path(str(tmp_path)) / "sync.db"))
+    try:
+        r = m.remember_sync("Ann likes green tea", scope=ANN, kind="preference")
+        [again] = m.remember_many_sync([NewMemory("Ann likes green tea!")], scope=ANN)
+        assert again.id == r.id and again.action == "updated"
+        assert [i.id for i in m.recall_sync("green tea", scope=ANN)] == [r.id]
+        assert m.get_sync(r.id, scope=ANN) is not None
+        new = m.update_sync(r.id, text="Ann likes jasmine tea", keep_history=True, scope=ANN)
+        assert new is not None and [i.id for i in m.list_memories_sync(scope=ANN)] == [new.id]
+        assert m.reinforce_sync([new.id], "negative", scope=ANN)[0].importance < 0.8
+        assert m.stats_sync(scope=ANN, months=1).total == 2
+        assert m.evict_sync(scope=ANN).items == () and m.decay_sync(scope=ANN).changed == ()
+        due = m.remember_sync("Call mum", scope=ANN, due_at=utcnow() + timedelta(hours=1))
+        assert [i.id for i in m.upcoming_sync(scope=ANN)] == [due.id]
+        assert m.mark_done_sync([due.id], scope=ANN) == [due.id] and m.upcoming_sync(scope=ANN) == []
+        assert m.forget_sync("jasmine tea", scope=ANN).ids == [new.id, r.id]
+        assert m.delete_sync([new.id], scope=ANN) == 2
+    finally:
+        m.close()

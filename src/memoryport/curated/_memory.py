@@ -907,6 +907,7 @@ class AgentMemory:
         the share of the query's words a memory contains. Memories at or above
         ``threshold`` (default ``CurationPolicy.forget_threshold``, 0.75) go,
         with their older versions; pinned ones stay unless ``include_pinned``.
+        The ``k`` (50) best search hits are considered: call again for more.
         Only ``dry_run=False`` deletes.
 
         Example:
@@ -1107,4 +1108,44 @@ class AgentMemory:
     def decay_sync(self, *, scope: MemoryScope, **kwargs: Any) -> DecayReport:
         """Blocking twin of :meth:`decay`."""
         return run_sync(self.decay(scope=scope, **kwargs), method="decay")
+
+    def remember_many_sync(
+        self, memories: Sequence[NewMemory], *, scope: MemoryScope, **kwargs: Any
+    ) -> list[Remembered]:
+        """Blocking twin of :meth:`remember_many`."""
+        return run_sync(self.remember_many(memories, scope=scope, **kwargs), method="remember_many")
+
+    def update_sync(self, id: str, *, scope: MemoryScope, **kwargs: Any) -> MemoryItem | None:
+        """Blocking twin of :meth:`update`."""
+        return run_sync(self.update(id, scope=scope, **kwargs), method="update")
+
+    def get_sync(self, id: str, *, scope: MemoryScope) -> MemoryItem | None:
+        """Blocking twin of :meth:`get`."""
+        return run_sync(self.get(id, scope=scope), method="get")
+
+    def delete_sync(self, ids: Sequence[str], *, scope: MemoryScope) -> int:
+        """Blocking twin of :meth:`delete`."""
+        return run_sync(self.delete(ids, scope=scope), method="delete")
+
+    def reinforce_sync(
+        self, ids: Sequence[str], outcome: Outcome = "positive", *, scope: MemoryScope
+    ) -> list[MemoryItem]:
+        """Blocking twin of :meth:`reinforce`."""
+        return run_sync(self.reinforce(ids, outcome, scope=scope), method="reinforce")
+
+    def list_memories_sync(self, *, scope: MemoryScope, **kwargs: Any) -> list[MemoryItem]:
+        """Blocking twin of :meth:`list_memories`."""
+        return run_sync(self.list_memories(scope=scope, **kwargs), method="list_memories")
+
+    def stats_sync(self, *, scope: MemoryScope, **kwargs: Any) -> MemoryStats:
+        """Blocking twin of :meth:`stats`."""
+        return run_sync(self.stats(scope=scope, **kwargs), method="stats")
+
+    def evict_sync(self, *, scope: MemoryScope, dry_run: bool = True) -> Removal:
+        """Blocking twin of :meth:`evict`."""
+        return run_sync(self.evict(scope=scope, dry_run=dry_run), method="evict")
+
+    def mark_done_sync(self, ids: Sequence[str], *, scope: MemoryScope) -> list[str]:
+        """Blocking twin of :meth:`mark_done`."""
+        return run_sync(self.mark_done(ids, scope=scope), method="mark_done")
 
