@@ -1,4 +1,4 @@
-"""Evidence recall@k of SQLiteMemory's keyword, vector and hybrid search on LoCoMo conversations.
+"""Evidence recall@k of keyword, vector and hybrid search on LoCoMo conversations (SQLite or PostgreSQL).
 
 Each conversation becomes one scope (``user_id`` = the sample id) holding one
 record per dialogue turn: the text is ``"<speaker>: <turn>"``, followed by
@@ -13,6 +13,7 @@ per category. Malformed evidence ids are normalised where unambiguous
 
     python benchmarks/locomo.py [DATA] [--modes keyword,vector,hybrid] [--cache DIR] [--json FILE]
     python benchmarks/locomo.py [DATA] --ablation      # one row per ranking change, cumulative
+    python benchmarks/locomo.py [DATA] --backend postgres [--dsn DSN] --cache DIR   # PostgresMemory
     python benchmarks/locomo.py [DATA] --curated [--now last-session]   # + recall through AgentMemory
 
 ``--curated`` adds, for every mode, two rows: ``<mode>+layer`` asks the same
@@ -24,6 +25,10 @@ every one reads as importance 0.5); no reinforcement. ``--now last-session`` set
 the layer's clock to the day after each conversation's last session, so that
 recency weighs in (with the real clock every turn is years old and recency is
 ~0 for all).
+
+``--backend postgres`` stores the same records in PostgresMemory (the server at
+``--dsn``, else one started from the pgserver wheel); with the same ``--cache``
+both backends rank identical vectors, so their recall can be compared.
 
 ``--ablation`` switches the ranking steps of ``memoryport.ranking``
 off and on in turn (stopwords, fusion by scores instead of ranks, neighbours)
@@ -252,7 +257,22 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     modes = args.modes
     folder = Path(tempfile.mkdtemp(prefix="memoryport-locomo-"))
     db = folder / "locomo.db"
-    memories: dict[str, Any] = {mode: SQLiteMemory(db, embedder=embedder, search_mode=mode) for mode in modes}
+    server = None
+    if args.backend == "postgres":
+        try:
+            from benchmarks._postgres import start
+        except ImportError:  # run as a script: benchmarks/ is on sys.path
+            from _postgres import start  # type: ignore[no-redef]
+
+        from memoryport.adapters.postgres import PostgresMemory
+
+        server = start(args.dsn)
+        schema = "locomo_" + hashlib.sha256(str(time.time()).encode()).hexdigest()[:8]
+        memories: dict[str, Any] = {
+            mode: PostgresMemory(server.dsn, embedder=embedder, search_mode=mode, schema=schema) for mode in modes
+        }
+    else:
+        memories = {mode: SQLiteMemory(db, embedder=embedder, search_mode=mode) for mode in modes}
     writer = memories[modes[0]]
     if args.curated:
         last = {c.sample_id: max(t.date for t in c.turns) + timedelta(days=1) for c in conversations}
@@ -299,8 +319,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if step is not None:
             configure_ranking(step)
         result["steps"][step or "current"] = await ask(conversations, memories, ids_by_record)
+    result["backend"] = args.backend
     for mode in modes:
         await memories[mode].aclose()
+    if server is not None:
+        server.stop()
     if isinstance(embedder, CachedEmbedder):
         embedder.save()
     shutil.rmtree(folder)
@@ -350,7 +373,8 @@ async def ask(conversations: list[Conversation], memories: dict[str, Any], ids_b
 
 def print_tables(result: dict[str, Any]) -> None:
     ev = result["evidence"]
-    print(f"# {len(result['conversations'])} conversations, {result['turns']} turns, {result['questions']} "
+    print(f"# backend {result.get('backend', 'sqlite')}: {len(result['conversations'])} conversations, "
+          f"{result['turns']} turns, {result['questions']} "
           f"questions with evidence; embedder {result['embedder']}; indexed in {result['index_seconds']} s")
     print(f"# evidence ids: {ev['ids']}, normalised {ev['normalised']}, dropped {len(ev['dropped'])} "
           f"{ev['dropped']}; questions left without evidence: {ev['questions_without_evidence']}")
@@ -387,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=None, help="keep embeddings in this folder between runs")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     ap.add_argument("--ablation", action="store_true", help="one row per ranking change (cumulative)")
+    ap.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite", help="where the records live")
+    ap.add_argument("--dsn", default=None, help="PostgreSQL DSN for --backend postgres (default: start pgserver)")
     ap.add_argument("--curated", action="store_true", help="also ask through AgentMemory (salience on)")
     ap.add_argument("--now", choices=("real", "last-session"), default="real",
                     help="the layer's clock with --curated (recency counts from it)")
