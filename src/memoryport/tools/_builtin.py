@@ -6,17 +6,18 @@ A new tool is one more class here, decorated with :func:`register` (see
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Union
 
 from pydantic import Field
 
+from .._errors import InvalidInput
 from .._port import Capability
-from .._records import MemoryRecord
+from .._records import MemoryRecord, MemoryUpdate
 from ._context import ToolError
 from ._tool import Tool, ToolArgs, ToolCall, register
 from ._tools import RECALL_NOTE, PendingWrite
 
-__all__ = ["Forget", "Recall", "Remember"]
+__all__ = ["Forget", "Recall", "Remember", "UpdateMemory"]
 
 
 @register
@@ -70,6 +71,13 @@ class Recall(Tool):
                 "An empty string lists the most recent memories."
             )
         )
+        since: Union[str, None] = Field(
+            default=None,
+            description=(
+                "Only memories saved since then: a duration back from now such as '90m', '24h', '7d' or '2w', "
+                "or an ISO 8601 time with a timezone such as '2026-05-01T09:00:00Z'. null for any time."
+            ),
+        )
 
     def description(self) -> str:
         return (
@@ -81,7 +89,9 @@ class Recall(Tool):
 
     async def run(self, args: Args, call: ToolCall) -> dict[str, Any]:
         memory, k = self.tools.memory, self.tools.k
-        hits = await call.guarded(lambda: memory.search(args.query, scope=call.read_scope, k=k, ctx=call.ctx))
+        hits = await call.guarded(
+            lambda: memory.search(args.query, scope=call.read_scope, k=k, since=args.since, ctx=call.ctx)
+        )
         memories: list[dict[str, Any]] = []
         for hit in hits:
             text = await call.visible(hit.record.text)
@@ -126,3 +136,48 @@ class Forget(Tool):
         n = await call.guarded(delete)
         # One answer for "no such id" and "someone else's id": nothing is revealed.
         return {"id": args.id, "forgotten": n > 0}
+
+
+@register
+class UpdateMemory(Tool):
+    name = "update_memory"
+    effect = "destructive"
+
+    class Args(ToolArgs):
+        id: str = Field(description="The id of the memory to change, exactly as recall returned it.")
+        text: str = Field(
+            description="The corrected fact, as one short self-contained sentence that replaces the old text."
+        )
+
+    def offered(self) -> bool:
+        return self.tools.update
+
+    def description(self) -> str:
+        return (
+            "Correct one memory of the current user in place, by its id (as returned by recall), when "
+            "a saved fact changed or was wrong (e.g. the user moved city). The new text replaces the old "
+            "one. Returns updated=true when it was changed and updated=false when the user has no "
+            "memory with that id. Do not put e-mail addresses, phone numbers, card numbers, passwords "
+            "or keys in it."
+        )
+
+    async def run(self, args: Args, call: ToolCall) -> dict[str, Any]:
+        if not args.text.strip():
+            raise ToolError("invalid_arguments", "argument 'text' must not be empty")
+        await call.check_write(args.text)
+        await call.approve(
+            PendingWrite("update_memory", args.text, args.id, call.context),
+            "the user did not approve this change; nothing was changed.",
+        )
+        memory = self.tools.memory
+
+        async def edit() -> list[str]:
+            try:
+                change = MemoryUpdate(id=args.id, text=args.text)
+            except InvalidInput:
+                return []  # an id no record can have: answered like a missing one
+            return await memory.update([change], scope=call.read_scope, ctx=call.ctx)
+
+        done = await call.guarded(edit)
+        # One answer for "no such id" and "someone else's id": nothing is revealed.
+        return {"id": args.id, "updated": bool(done)}

@@ -58,9 +58,9 @@ class PendingWrite:
     """What the host is asked to approve when ``confirm_writes=True``.
 
     Attributes:
-        tool: the tool's name (``"remember"``, ``"forget"``, ...).
-        text: the text to store, when the tool stores one; else ``None``.
-        id: the memory concerned, when the tool names one; else ``None``.
+        tool: the tool's name: ``"remember"``, ``"forget"``, ``"update_memory"``, ...
+        text: the text to store (``remember``, ``update_memory``), else ``None``.
+        id: the memory to delete (``forget``) or change (``update_memory``), else ``None``.
         context: the call's context (who it is for).
 
     Example:
@@ -97,6 +97,10 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
     if not isinstance(schema, dict):  # pragma: no cover - pydantic always returns an object
         raise TypeError("a tool's argument schema must be a JSON object")
     schema.setdefault("additionalProperties", False)
+    # OpenAI strict mode: every property is listed as required; optional ones are nullable instead.
+    for prop in schema.get("properties", {}).values():
+        prop.pop("default", None)
+    schema["required"] = list(schema.get("properties", {}))
     return schema
 
 
@@ -206,6 +210,7 @@ class MemoryTools(Sequence[MemoryTool]):
         scope_from: ScopeFrom = scope_from_context,
         confirm_writes: bool = False,
         forget: bool = True,
+        update: bool | None = None,
         across_sessions: bool = True,
         k: int = 5,
         write_check: WriteCheck | None = pii_check,
@@ -225,6 +230,12 @@ class MemoryTools(Sequence[MemoryTool]):
             raise UsageError(
                 f"the {memory.backend!r} backend cannot delete, so it cannot offer a forget tool; pass forget=False"
             )
+        can_update = Capability.UPDATE in memory.capabilities
+        if update and not can_update:
+            raise UsageError(
+                f"the {memory.backend!r} backend cannot update records, so it cannot offer an update_memory tool; "
+                "pass update=False"
+            )
         keeps_session = bool(getattr(scope_from, "keeps_session", False))
         if memory.user_only:
             if keeps_session:
@@ -237,6 +248,7 @@ class MemoryTools(Sequence[MemoryTool]):
         self.scope_from = scope_from
         self.confirm_writes = confirm_writes
         self.forget = forget
+        self.update = can_update if update is None else update
         self.across_sessions = across_sessions
         self.k = k
         self.write_check = write_check
@@ -260,7 +272,7 @@ class MemoryTools(Sequence[MemoryTool]):
         made = cls.__new__(cls)
         made.memory = memory
         made.scope_from = scope_from_context
-        made.confirm_writes, made.forget, made.across_sessions, made.k = False, False, True, 5
+        made.confirm_writes, made.forget, made.update, made.across_sessions, made.k = False, False, False, True, 5
         made.write_check, made.read_filter, made.approve = None, None, None
         made._keeps_session = False
         made._tools = tuple(tools)
@@ -438,13 +450,14 @@ def memory_tools(
     scope_from: ScopeFrom = scope_from_context,
     confirm_writes: bool = False,
     forget: bool = True,
+    update: bool | None = None,
     across_sessions: bool = True,
     k: int = 5,
     write_check: WriteCheck | None = pii_check,
     read_filter: ReadFilter | None = redact_pii,
     approve: Approve | None = None,
 ) -> MemoryTools:
-    """``remember``, ``recall`` and (unless ``forget=False``) ``forget`` over ``memory``.
+    """``remember``, ``recall``, ``forget`` (unless ``forget=False``) and ``update_memory`` over ``memory``.
 
     The scope always comes from the :class:`ToolContext` the host passes with
     each call, through ``scope_from``; the argument schemas have no user or
@@ -456,9 +469,12 @@ def memory_tools(
         scope_from: context -> scope. :func:`scope_from_context` (user, else the
             principal; anonymous refused), :func:`session_scope` (one chat only;
             anonymous chats allowed), :func:`user_scope`, or your own.
-        confirm_writes: ask ``approve`` before ``remember`` stores or ``forget``
-            deletes anything; nothing happens when it refuses.
+        confirm_writes: ask ``approve`` before ``remember`` stores, ``forget``
+            deletes or ``update_memory`` changes anything; nothing happens when it refuses.
         forget: include the ``forget`` tool (needs the ``delete`` capability).
+        update: include the ``update_memory`` tool (needs the ``update``
+            capability); ``None``: when the backend has it. Its new text goes
+            through ``write_check`` and, with ``confirm_writes``, ``approve``.
         across_sessions: let recall and forget see all of the user's sessions,
             not only the current one (never widens :func:`session_scope`, nor a
             scope without a user).
@@ -486,6 +502,7 @@ def memory_tools(
         scope_from=scope_from,
         confirm_writes=confirm_writes,
         forget=forget,
+        update=update,
         across_sessions=across_sessions,
         k=k,
         write_check=write_check,
