@@ -1,6 +1,6 @@
 """GraphitiMemory: memories in a Graphiti knowledge graph (extra ``graphiti``).
 
-Each memoryport user is one Graphiti ``group_id``: ``"mp_"`` followed by the
+Each memoryport user is one Graphiti ``group_id``: ``"mp-"`` followed by the
 SHA-256 of the user id in hex (or an HMAC-SHA-256 when ``hash_key`` is given),
 so no user id is written to the graph and every group id matches Graphiti's
 ``^[a-zA-Z0-9_-]+$``.
@@ -23,16 +23,13 @@ import logging
 import uuid as uuidlib
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memoryport._errors import BackendError, InvalidInput, MemoryportError, UnsupportedCapability, UsageError
-from memoryport._events import EventSink
 from memoryport._extras import require
-from memoryport._guard import GuardedMemory
+from memoryport._guard import GuardedMemory, GuardOptions
 from memoryport._port import Capability, SearchResults
 from memoryport._records import (
-    DEFAULT_LIMITS,
-    Limits,
     MemoryHit,
     MemoryRecord,
     MemoryScope,
@@ -40,7 +37,10 @@ from memoryport._records import (
     pseudonym,
 )
 
-__all__ = ["GraphitiMemory", "group_id_for"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["GraphitiMemory", "GraphitiStore", "group_id_for"]
 
 logger = logging.getLogger("memoryport")
 
@@ -64,7 +64,7 @@ _CAPABILITIES = frozenset(
 )
 
 
-def group_id_for(user_id: str, *, prefix: str = "mp_", hash_key: bytes | str | None = None) -> str:
+def group_id_for(user_id: str, *, prefix: str = "mp-", hash_key: bytes | str | None = None) -> str:
     """The Graphiti group id that holds ``user_id``'s memories.
 
     ``prefix`` followed by the hex SHA-256 of the user id, or its HMAC-SHA-256
@@ -73,7 +73,7 @@ def group_id_for(user_id: str, *, prefix: str = "mp_", hash_key: bytes | str | N
 
     Example:
         >>> group_id_for("ann")[:10]
-        'mp_49915e0'
+        'mp-49915e0'
     """
     return pseudonym(user_id, prefix=prefix, hash_key=hash_key)
 
@@ -98,30 +98,51 @@ def _parse_time(value: object) -> datetime | None:
     return None
 
 
-class _GraphitiStore:
-    """The port over a Graphiti instance; GuardedMemory does every check."""
+class GraphitiStore:
+    """The :class:`~memoryport.MemoryPort` over a Graphiti instance (no checks: the guard does them).
+
+    Hosts usually build it through :func:`GraphitiMemory`, which returns it
+    guarded; its arguments are ``GraphitiMemory``'s. Beyond the port it offers
+    ``group_id(scope)`` and ``client``, the Graphiti instance as given.
+
+    Example:
+        >>> from memoryport import GuardedMemory
+        >>> memory = GuardedMemory(GraphitiStore(graphiti))  # doctest: +SKIP
+    """
 
     name = "graphiti"
 
-    def __init__(self, graphiti: Any, *, extract: bool, group_prefix: str, hash_key: bytes | str | None) -> None:
+    def __init__(
+        self, client: Any, *, extract: bool = False, id_prefix: str = "mp-", hash_key: bytes | str | None = None
+    ) -> None:
         self._sdk = _import_sdk()
-        if not isinstance(graphiti, self._sdk.Graphiti):
-            raise UsageError(f"GraphitiMemory needs a graphiti_core.Graphiti instance, not {type(graphiti).__name__}")
-        if not group_prefix or not all(c.isascii() and (c.isalnum() or c in "_-") for c in group_prefix):
-            raise UsageError("GraphitiMemory(group_prefix=...) must be non-empty ASCII letters, digits, '_' or '-'")
-        self._g = graphiti
+        if not isinstance(client, self._sdk.Graphiti):
+            raise UsageError(f"GraphitiMemory needs a graphiti_core.Graphiti instance, not {type(client).__name__}")
+        if not id_prefix or not all(c.isascii() and (c.isalnum() or c in "_-") for c in id_prefix):
+            raise UsageError("GraphitiMemory(id_prefix=...) must be non-empty ASCII letters, digits, '_' or '-'")
+        self._g = client
         self._extract = extract
-        self._prefix = group_prefix
+        self._prefix = id_prefix
         self._hash_key = hash_key
         self.capabilities = _CAPABILITIES
 
     # -- naming --------------------------------------------------------------
 
     @property
-    def graphiti(self) -> Any:
+    def client(self) -> Any:
+        """The Graphiti instance as given."""
         return self._g
 
+    def __repr__(self) -> str:
+        return f"GraphitiStore({type(self._g).__name__}, extract={self._extract})"
+
     def group_id(self, scope: MemoryScope) -> str:
+        """The Graphiti group id that holds ``scope``'s memories.
+
+        Example:
+            >>> memory.store.group_id(MemoryScope(user_id="ann"))  # doctest: +SKIP
+            'mp-49915e0d...'
+        """
         if scope.user_id is None:  # the guard refuses session/agent-only scopes first
             raise UsageError("GraphitiMemory needs MemoryScope(user_id=...)")
         return group_id_for(scope.user_id, prefix=self._prefix, hash_key=self._hash_key)
@@ -513,8 +534,18 @@ def _import_sdk() -> _Sdk:
     return _SDK
 
 
-class GraphitiMemory(GuardedMemory):
-    """Memories in a Graphiti knowledge graph, already guarded (extra ``graphiti``).
+def GraphitiMemory(
+    client: Any,
+    *,
+    extract: bool = False,
+    id_prefix: str = "mp-",
+    hash_key: bytes | str | None = None,
+    **guard: Unpack[GuardOptions],
+) -> GuardedMemory[GraphitiStore]:
+    """Memories in a Graphiti knowledge graph, guarded (extra ``graphiti``).
+
+    Returns a :class:`~memoryport.GuardedMemory` over a :class:`GraphitiStore`
+    (``memory.store.group_id(scope)``, ``memory.store.client``).
 
     User scope only (``MemoryScope(user_id=...)``), no metadata, filters or
     expiry: those raise :class:`~memoryport.UnsupportedCapability`. Each user is
@@ -524,7 +555,7 @@ class GraphitiMemory(GuardedMemory):
     newest texts.
 
     Args:
-        graphiti: a ``graphiti_core.Graphiti`` the host built (driver, embedder,
+        client: a ``graphiti_core.Graphiti`` the host built (driver, embedder,
             LLM and cross-encoder clients are the host's; the adapter reads no
             API keys). Indices must exist: call
             ``await graphiti.build_indices_and_constraints()`` once (on Kuzu
@@ -532,9 +563,10 @@ class GraphitiMemory(GuardedMemory):
         extract: ``False`` (default) stores each text verbatim as one fact
             without any LLM call; ``True`` runs ``add_episode`` so the LLM
             extracts facts, and search returns those facts.
-        group_prefix: put before the hashed user id to form the group id.
+        id_prefix: put before the hashed user id to form the group id.
         hash_key: when given, group ids are HMAC-SHA-256 of the user id under
             this key instead of a plain SHA-256.
+        **guard: the guard's options (:class:`~memoryport.GuardOptions`).
 
     Example:
         >>> from graphiti_core import Graphiti                              # doctest: +SKIP
@@ -546,40 +578,4 @@ class GraphitiMemory(GuardedMemory):
         ['Ann likes green tea']
     """
 
-    def __init__(
-        self,
-        graphiti: Any,
-        *,
-        extract: bool = False,
-        group_prefix: str = "mp_",
-        hash_key: bytes | str | None = None,
-        retention_days: float | None = None,
-        limits: Limits = DEFAULT_LIMITS,
-        sink: EventSink | None = None,
-        capture_content: bool = False,
-    ) -> None:
-        super().__init__(
-            _GraphitiStore(graphiti, extract=extract, group_prefix=group_prefix, hash_key=hash_key),
-            retention_days=retention_days,
-            limits=limits,
-            sink=sink,
-            capture_content=capture_content,
-        )
-
-    @property
-    def graphiti(self) -> Any:
-        """The Graphiti instance behind this memory."""
-        store = self.port
-        assert isinstance(store, _GraphitiStore)
-        return store.graphiti
-
-    def group_id(self, scope: MemoryScope) -> str:
-        """The Graphiti group id that holds ``scope``'s memories.
-
-        Example:
-            >>> memory.group_id(MemoryScope(user_id="ann"))  # doctest: +SKIP
-            'mp_49915e0d...'
-        """
-        store = self.port
-        assert isinstance(store, _GraphitiStore)
-        return store.group_id(scope)
+    return GuardedMemory(GraphitiStore(client, extract=extract, id_prefix=id_prefix, hash_key=hash_key), **guard)

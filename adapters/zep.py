@@ -13,7 +13,7 @@ Zep processes writes asynchronously: ``episode.add``, ``episode.delete`` and
 ``user.delete`` answer 202 with a task. With ``wait=True`` (the default) every
 write polls its tasks until they finish, so a search right after ``add`` sees
 the new text and a read right after ``delete`` does not see the deleted one.
-With ``wait=False`` writes return at once and :meth:`ZepMemory.settle` waits
+With ``wait=False`` writes return at once and :meth:`ZepStore.settle` waits
 for everything still pending.
 """
 
@@ -28,16 +28,13 @@ import uuid as uuidlib
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memoryport._errors import BackendError, InvalidInput, MemoryportError, UnsupportedCapability, UsageError
-from memoryport._events import EventSink
 from memoryport._extras import require
-from memoryport._guard import GuardedMemory
+from memoryport._guard import GuardedMemory, GuardOptions
 from memoryport._port import Capability, SearchResults
 from memoryport._records import (
-    DEFAULT_LIMITS,
-    Limits,
     MemoryHit,
     MemoryRecord,
     MemoryScope,
@@ -45,7 +42,10 @@ from memoryport._records import (
     pseudonym,
 )
 
-__all__ = ["ZepMemory", "zep_user_id_for"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["ZepMemory", "ZepStore", "zep_user_id_for"]
 
 logger = logging.getLogger("memoryport")
 T = TypeVar("T")
@@ -98,8 +98,18 @@ def _is_zep_uuid(value: str) -> bool:
         return False
 
 
-class _ZepStore:
-    """The port over a Zep client; GuardedMemory does every check."""
+class ZepStore:
+    """The :class:`~memoryport.MemoryPort` over a Zep client (no checks: the guard does them).
+
+    Hosts usually build it through :func:`ZepMemory`, which returns it guarded;
+    its arguments are ``ZepMemory``'s. Beyond the port it offers ``settle()``
+    (:class:`~memoryport.SupportsSettle`), ``zep_user_id(scope)`` and ``client``.
+
+    Example:
+        >>> from memoryport import GuardedMemory
+        >>> memory = GuardedMemory(ZepStore(AsyncZep(api_key=key), wait=False))  # doctest: +SKIP
+        >>> await memory.store.settle()  # doctest: +SKIP
+    """
 
     name = "zep"
 
@@ -107,13 +117,13 @@ class _ZepStore:
         self,
         client: Any,
         *,
-        wait: bool,
-        poll_interval: float,
-        wait_timeout: float,
-        user_prefix: str,
-        hash_key: bytes | str | None,
-        search_reranker: str | None,
-        concurrency: int,
+        wait: bool = True,
+        poll_interval: float = 0.5,
+        wait_timeout: float = 120.0,
+        id_prefix: str = "mp-",
+        hash_key: bytes | str | None = None,
+        search_reranker: str | None = None,
+        concurrency: int = 4,
     ) -> None:
         zep = require("zep_cloud", extra="zep", feature="ZepMemory", package="zep-cloud")
         self._errors = require("zep_cloud.errors", extra="zep", feature="ZepMemory", package="zep-cloud")
@@ -129,15 +139,15 @@ class _ZepStore:
             raise UsageError(
                 f"ZepMemory needs a zep_cloud.Zep or zep_cloud.AsyncZep client, not {type(client).__name__}"
             )
-        if not user_prefix or len(user_prefix) > 400 or not user_prefix.isprintable():
-            raise UsageError("ZepMemory(user_prefix=...) must be 1-400 printable characters (Zep ids hold 500)")
+        if not id_prefix or len(id_prefix) > 400 or not id_prefix.isprintable():
+            raise UsageError("ZepMemory(id_prefix=...) must be 1-400 printable characters (Zep ids hold 500)")
         if poll_interval < 0 or wait_timeout <= 0 or concurrency < 1:
             raise UsageError("ZepMemory needs poll_interval >= 0, wait_timeout > 0 and concurrency >= 1")
         self._client = client
         self._wait = wait
         self._poll = poll_interval
         self._timeout = wait_timeout
-        self._prefix = user_prefix
+        self._prefix = id_prefix
         self._hash_key = hash_key
         self._reranker = search_reranker
         self._users: dict[str, str] = {}  # external user id -> Zep user uuid
@@ -151,7 +161,11 @@ class _ZepStore:
 
     @property
     def client(self) -> Any:
+        """The Zep client as given."""
         return self._client
+
+    def __repr__(self) -> str:
+        return f"ZepStore({type(self._client).__name__}, wait={self._wait})"
 
     # -- calling the SDK, sync or async -------------------------------------------
 
@@ -196,7 +210,13 @@ class _ZepStore:
 
     # -- users -------------------------------------------------------------------
 
-    def external_id(self, scope: MemoryScope) -> str:
+    def zep_user_id(self, scope: MemoryScope) -> str:
+        """The external Zep ``user_id`` that holds ``scope``'s memories.
+
+        Example:
+            >>> memory.store.zep_user_id(MemoryScope(user_id="ann"))  # doctest: +SKIP
+            'mp-49915e0d...'
+        """
         if scope.user_id is None:  # the guard refuses session/agent-only scopes first
             raise UsageError("ZepMemory needs MemoryScope(user_id=...)")
         return zep_user_id_for(scope.user_id, prefix=self._prefix, hash_key=self._hash_key)
@@ -214,7 +234,7 @@ class _ZepStore:
             return await self._resolve(scope, create=True)
 
     async def _resolve(self, scope: MemoryScope, *, create: bool) -> str | None:
-        ext = self.external_id(scope)
+        ext = self.zep_user_id(scope)
         erasing = self._erasing.get(ext)
         if create and erasing is not None:
             # A write must not land in a user that a pending erase is about to remove.
@@ -239,7 +259,7 @@ class _ZepStore:
         return self._users[ext]
 
     def _forget_user(self, scope: MemoryScope, stale: str | None = None) -> None:
-        ext = self.external_id(scope)
+        ext = self.zep_user_id(scope)
         if stale is None or self._users.get(ext) == stale:
             self._users.pop(ext, None)
 
@@ -301,7 +321,15 @@ class _ZepStore:
         return results  # type: ignore[return-value]
 
     async def settle(self) -> None:
-        """Wait until every write made with ``wait=False`` has been processed."""
+        """Wait until Zep has processed every write made with ``wait=False``.
+
+        A no-op with ``wait=True`` (writes already waited). Raises
+        :class:`~memoryport.BackendError` if a task failed or did not finish
+        within ``wait_timeout``.
+
+        Example:
+            >>> await memory.store.settle()  # doctest: +SKIP
+        """
         pending = sorted(self._pending)
         if pending:
             await self._guarded("settle", lambda: self._wait_for(pending, "settle"))
@@ -500,7 +528,7 @@ class _ZepStore:
             self._forget_user(scope)
             task = result.task.uuid_ if result is not None and result.task else None
             if task and not self._wait:
-                self._erasing[self.external_id(scope)] = task
+                self._erasing[self.zep_user_id(scope)] = task
             await self._settle([task], "delete")
             return count
         found = await self._find(user, ids)
@@ -529,8 +557,22 @@ class _ZepStore:
         raise UnsupportedCapability("zep cannot purge", capability="purge", backend=self.name)
 
 
-class ZepMemory(GuardedMemory):
-    """Memories as episodes in Zep user graphs, already guarded (extra ``zep``).
+def ZepMemory(
+    client: Any,
+    *,
+    wait: bool = True,
+    poll_interval: float = 0.5,
+    wait_timeout: float = 120.0,
+    id_prefix: str = "mp-",
+    hash_key: bytes | str | None = None,
+    search_reranker: str | None = None,
+    concurrency: int = 4,
+    **guard: Unpack[GuardOptions],
+) -> GuardedMemory[ZepStore]:
+    """Memories as episodes in Zep user graphs, guarded (extra ``zep``).
+
+    Returns a :class:`~memoryport.GuardedMemory` over a :class:`ZepStore`
+    (``memory.store.zep_user_id(scope)``, ``memory.store.settle()``).
 
     User scope only (``MemoryScope(user_id=...)``), no metadata, filters or
     expiry: those raise :class:`~memoryport.UnsupportedCapability`. Search is
@@ -545,17 +587,18 @@ class ZepMemory(GuardedMemory):
             in worker threads.
         wait: poll each write's task until Zep has processed it (default), so
             reads right after a write see it. ``False`` returns at once; call
-            :meth:`settle` to wait for pending writes.
+            ``memory.store.settle()`` to wait for pending writes.
         poll_interval: seconds between task polls.
         wait_timeout: give up waiting (with :class:`~memoryport.BackendError`;
             the write may still complete) after this many seconds per call.
-        user_prefix: put before the hashed user id to form Zep's ``user_id``.
+        id_prefix: put before the hashed user id to form Zep's ``user_id``.
         hash_key: when given, Zep user ids are HMAC-SHA-256 of the user id
             under this key instead of a plain SHA-256.
         search_reranker: passed to Zep's episode search (e.g.
             ``"cross_encoder"``); ``None`` uses Zep's default.
         concurrency: how many requests one call keeps in flight (episode
             adds and deletes, task polls).
+        **guard: the guard's options (:class:`~memoryport.GuardOptions`).
 
     Example:
         >>> from zep_cloud import AsyncZep                              # doctest: +SKIP
@@ -566,73 +609,14 @@ class ZepMemory(GuardedMemory):
         ['Ann likes green tea']
     """
 
-    def __init__(
-        self,
-        client: Any,
-        *,
-        wait: bool = True,
-        poll_interval: float = 0.5,
-        wait_timeout: float = 120.0,
-        user_prefix: str = "mp-",
-        hash_key: bytes | str | None = None,
-        search_reranker: str | None = None,
-        concurrency: int = 4,
-        retention_days: float | None = None,
-        limits: Limits = DEFAULT_LIMITS,
-        sink: EventSink | None = None,
-        capture_content: bool = False,
-    ) -> None:
-        super().__init__(
-            _ZepStore(
-                client,
-                wait=wait,
-                poll_interval=poll_interval,
-                wait_timeout=wait_timeout,
-                user_prefix=user_prefix,
-                hash_key=hash_key,
-                search_reranker=search_reranker,
-                concurrency=concurrency,
-            ),
-            retention_days=retention_days,
-            limits=limits,
-            sink=sink,
-            capture_content=capture_content,
-        )
-
-    @property
-    def _store(self) -> _ZepStore:
-        store = self.port
-        assert isinstance(store, _ZepStore)
-        return store
-
-    @property
-    def client(self) -> Any:
-        """The Zep client behind this memory."""
-        return self._store.client
-
-    def zep_user_id(self, scope: MemoryScope) -> str:
-        """The external Zep ``user_id`` that holds ``scope``'s memories.
-
-        Example:
-            >>> memory.zep_user_id(MemoryScope(user_id="ann"))  # doctest: +SKIP
-            'mp-49915e0d...'
-        """
-        return self._store.external_id(scope)
-
-    async def settle(self) -> None:
-        """Wait until Zep has processed every write made with ``wait=False``.
-
-        A no-op with ``wait=True`` (writes already waited). Raises
-        :class:`~memoryport.BackendError` if a task failed or did not finish
-        within ``wait_timeout``.
-
-        Example:
-            >>> await memory.settle()  # doctest: +SKIP
-        """
-        await self._store.settle()
-
-    def settle_sync(self) -> None:
-        """Blocking twin of :meth:`settle`."""
-        from memoryport._sync import run_sync
-
-        run_sync(self.settle(), method="settle")
+    store = ZepStore(
+        client,
+        wait=wait,
+        poll_interval=poll_interval,
+        wait_timeout=wait_timeout,
+        id_prefix=id_prefix,
+        hash_key=hash_key,
+        search_reranker=search_reranker,
+        concurrency=concurrency,
+    )
+    return GuardedMemory(store, **guard)

@@ -1,8 +1,8 @@
 """What the Zep and Graphiti adapters add on top of their SDKs, measured side by side.
 
-Graphiti: GraphitiMemory against the same Graphiti calls made directly (bulk write of
+Graphiti: GuardedMemory[GraphitiStore] against the same Graphiti calls made directly (bulk write of
 one episode + fact per text, hybrid fact search), on in-memory Kuzu with the tests'
-hash embedder. Zep: ZepMemory against the same SDK calls made directly, over the
+hash embedder. Zep: GuardedMemory[ZepStore] against the same SDK calls made directly, over the
 tests' in-process fake of the v4 API (so this is client-side overhead only: no network,
 no server work). Methods are interleaved per round; medians of per-round medians.
 

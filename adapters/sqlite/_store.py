@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from memoryport import ranking
+from memoryport._checks import check_int, check_number
 from memoryport._embedding import EmbeddingPort, check_matrix
 from memoryport._errors import BackendError, EmbedderMismatch, EmbeddingError, InvalidInput, UsageError
 from memoryport._port import Capability, SearchResults
-from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MetadataValue, utcnow
+from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MetadataValue, SearchMode, utcnow
 from memoryport._rerank import RerankerPort
 
 from ._driver import load_driver, version_tuple
@@ -268,7 +269,27 @@ def _is_busy(exc: BaseException) -> bool:
 
 
 class SQLiteStore:
-    """The :class:`~memoryport.MemoryPort` over one SQLite file (no checks: the guard does them)."""
+    """The :class:`~memoryport.MemoryPort` over one SQLite file (no checks of records: the guard does them).
+
+    Hosts usually build it through :func:`~memoryport.adapters.sqlite.SQLiteMemory`,
+    which returns it guarded; ``GuardedMemory(SQLiteStore(path))`` is the same
+    thing spelled out. Its arguments are those of ``SQLiteMemory`` except
+    ``retention``, a :class:`~datetime.timedelta` of records to delete on every
+    write (``SQLiteMemory`` passes the guard's ``retention_days``).
+    Beyond the port it offers ``stats()``, ``checkpoint()`` and ``aclose()``
+    (the :class:`~memoryport.SupportsStats`, :class:`~memoryport.SupportsCheckpoint`
+    and :class:`~memoryport.SupportsClose` protocols) and describes the file:
+    ``path``, ``driver_name``, ``sqlite_version``, ``keyword_index``,
+    ``fts_secure_delete``, ``embedder``.
+
+    Example:
+        >>> import os, tempfile
+        >>> from memoryport import GuardedMemory
+        >>> memory = GuardedMemory(SQLiteStore(os.path.join(tempfile.mkdtemp(), "m.db")))
+        >>> memory.store.stats()["records"]
+        0
+        >>> memory.close()
+    """
 
     name = "sqlite"
 
@@ -290,9 +311,18 @@ class SQLiteStore:
         context_weight: float = ranking.NEIGHBOUR_WEIGHT,
         context_window: int = ranking.NEIGHBOUR_WINDOW,
     ) -> None:
+        if embedder is not None and not isinstance(embedder, EmbeddingPort):
+            raise UsageError(f"embedder must be an EmbeddingPort, not {type(embedder).__name__}")
+        if reranker is not None and not isinstance(reranker, RerankerPort):
+            raise UsageError(f"reranker must be a RerankerPort, not {type(reranker).__name__}")
+        workers = check_int(workers, "workers")
+        candidates = check_int(candidates, "candidates")
+        rerank_candidates = check_int(rerank_candidates, "rerank_candidates")
+        context_weight = check_number(context_weight, "context_weight", minimum=0.0, maximum=1.0)
+        context_window = check_int(context_window, "context_window", minimum=0)
         if search_mode not in ("hybrid", "vector", "keyword"):
             raise InvalidInput("search_mode must be 'hybrid', 'vector' or 'keyword'", field="search_mode")
-        self.search_mode = search_mode
+        self.search_mode: SearchMode = search_mode  # type: ignore[assignment]  # one of three, checked above
         self.path = os.fspath(path)
         if self.path == ":memory:" or self.path.startswith("file:"):
             raise UsageError("SQLiteMemory needs a file path (it opens one connection per thread)")
@@ -829,7 +859,7 @@ class SQLiteStore:
         if not query.strip():
             return await self._run(lambda: self._read(lambda conn: self._recent(conn, scope, k, filters)))
         qvec: F32 | None = None
-        mode = "keyword"
+        mode: SearchMode = "keyword"
         if self.embedder is not None and self.search_mode != "keyword":
             try:
                 qvec = (await _embed(self.embedder, [query]))[0]
@@ -1192,7 +1222,12 @@ class SQLiteStore:
     # -- maintenance -------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
-        """Counts and settings, for ``memoryport stats``."""
+        """Record and vector counts, schema version, embedder, driver and SQLite version.
+
+        Example:
+            >>> memory.store.stats()["records"]  # doctest: +SKIP
+            42
+        """
 
         def read(conn: Conn) -> dict[str, Any]:
             meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
@@ -1210,6 +1245,9 @@ class SQLiteStore:
 
         return self._read(read)
 
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r}, keyword_index={self.keyword_index!r}, driver={self.driver_name!r})"
+
 
 async def reembed_file(
     path: str | os.PathLike[str],
@@ -1219,10 +1257,17 @@ async def reembed_file(
     batch_size: int = 256,
     driver: str | None = None,
 ) -> int:
-    """Re-embed every record of the file with ``embedder`` and record it; return how many.
+    """Re-embed every record of a file with ``embedder`` and record it as the file's embedder.
 
-    New vectors go to a side table in batches (a crash leaves the old ones in
-    use); one final transaction swaps them in and records the new embedder.
+    The way out of :class:`~memoryport.EmbedderMismatch`. ``progress(done,
+    total)`` is called after each batch. New vectors go to a side table in
+    batches and are swapped in by one transaction at the end, so a crash or an
+    embedder failure leaves the file as it was (the next run resumes).
+    Returns how many records were embedded.
+
+    Example:
+        >>> await reembed_file("memory.db", new_embedder,  # doctest: +SKIP
+        ...                    progress=lambda done, total: print(done, "/", total))
     """
     if batch_size < 1:
         raise InvalidInput("batch_size must be at least 1", field="batch_size")

@@ -31,9 +31,18 @@ from ._errors import (
 )
 from ._events import EventSink, MemoryEvent
 from ._extras import lazy_exports
-from ._guard import GuardedMemory
-from ._port import Capability, MemoryPort, SearchResults
-from ._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemoryScope, MetadataValue
+from ._guard import GuardedMemory, GuardOptions
+from ._port import (
+    Capability,
+    MemoryPort,
+    SearchResults,
+    SupportsCheckpoint,
+    SupportsCheckRecords,
+    SupportsClose,
+    SupportsSettle,
+    SupportsStats,
+)
+from ._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemoryScope, MetadataValue, SearchMode
 
 if TYPE_CHECKING:
     from ._copy import CopyReport, copy_memories, copy_memories_sync
@@ -44,6 +53,9 @@ if TYPE_CHECKING:
     from .adapters.sqlite import SQLiteMemory
     from .adapters.zep import ZepMemory
     from .embedders.local import LocalEmbedder
+    from .embedders.openai import OpenAIEmbedder
+    from .embedders.rerank import CrossEncoderReranker
+    from .embedders.sentence_transformers import SentenceTransformerEmbedder
     from .tools import (
         MemoryTool,
         MemoryTools,
@@ -88,6 +100,9 @@ _LAZY: dict[str, str] = {
     "CopyReport": "memoryport._copy",
     "GraphitiMemory": "memoryport.adapters.graphiti",
     "LocalEmbedder": "memoryport.embedders.local",
+    "OpenAIEmbedder": "memoryport.embedders.openai",
+    "SentenceTransformerEmbedder": "memoryport.embedders.sentence_transformers",
+    "CrossEncoderReranker": "memoryport.embedders.rerank",
     "Mem0Memory": "memoryport.adapters.mem0",
     "RerankerPort": "memoryport._rerank",
     "SQLiteMemory": "memoryport.adapters.sqlite",
@@ -104,11 +119,13 @@ __all__ = [
     "CallableReranker",
     "Capability",
     "CopyReport",
+    "CrossEncoderReranker",
     "EmbedderMismatch",
     "EmbeddingError",
     "EmbeddingPort",
     "EventSink",
     "GraphitiMemory",
+    "GuardOptions",
     "GuardedMemory",
     "InvalidInput",
     "Limits",
@@ -124,10 +141,18 @@ __all__ = [
     "MemoryportError",
     "MetadataValue",
     "MissingExtra",
+    "OpenAIEmbedder",
     "PendingWrite",
     "RerankerPort",
     "SQLiteMemory",
+    "SearchMode",
     "SearchResults",
+    "SentenceTransformerEmbedder",
+    "SupportsCheckRecords",
+    "SupportsCheckpoint",
+    "SupportsClose",
+    "SupportsSettle",
+    "SupportsStats",
     "ToolContext",
     "ToolError",
     "UnsupportedCapability",

@@ -24,7 +24,7 @@ __all__ = [
     "MemoryRecord",
     "MemoryScope",
     "MetadataValue",
-    "Signal",
+    "SearchMode",
     "new_id",
     "utcnow",
 ]
@@ -32,8 +32,8 @@ __all__ = [
 MetadataValue = Union[str, int, float, bool, None]
 """A metadata value: a JSON scalar."""
 
-Signal = Literal["keyword", "vector", "hybrid", "recent", "backend"]
-"""Which signal produced a hit."""
+SearchMode = Literal["keyword", "vector", "hybrid", "recent", "backend"]
+"""How a search ranked: a hit's ``signal`` and a search's ``mode`` (``"backend"``: the store's own ranking)."""
 
 
 def utcnow() -> datetime:
@@ -300,7 +300,7 @@ class MemoryHit(_Model):
 
     record: MemoryRecord
     score: float
-    signal: Signal = "backend"
+    signal: SearchMode = "backend"
 
     @field_validator("score")
     @classmethod

@@ -73,7 +73,7 @@ def test_deleted_erased_and_purged_texts_leave_the_files(
             *[MemoryRecord(scope=BEN, text=f"Ben keeps {m} and tea") for m in ben_kept],
         ]
     )
-    assert memory.checkpoint()
+    assert memory.store.checkpoint()
     # The check sees markers while they exist.
     assert leaks(db_path, [ben_expired, ben_retained]) == [ben_expired, ben_retained]
     for i in range(5):  # more writes: the expired record goes with the first of them, the retained with ben's
@@ -94,7 +94,7 @@ def test_deleted_erased_and_purged_texts_leave_the_files(
             MemoryRecord(scope=BEN, text=f"Ben said {ben_retained_last} long ago", created_at=past),
         ]
     )
-    assert memory.checkpoint()
+    assert memory.store.checkpoint()
     assert leaks(db_path, [ben_expired, ben_retained]) == []
     alive = [*ann_markers, ben_deleted, ben_expired_last, ben_retained_last, *ben_kept]
     assert leaks(db_path, alive) == alive
@@ -132,7 +132,7 @@ def test_a_reader_blocking_the_checkpoint_is_a_warning(
     assert any("reader holds a transaction" in r.getMessage() for r in caplog.records)
     reader.execute("COMMIT")
     reader.close()
-    assert memory.checkpoint()
+    assert memory.store.checkpoint()
     memory.close()
 
 

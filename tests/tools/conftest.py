@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from tools_support import DictStore
 
-from memoryport import CallableMemory
+from memoryport import GuardedMemory
+from memoryport.adapters.callable import CallableStore
 
 
 @pytest.fixture
@@ -14,7 +15,7 @@ def store() -> DictStore:
 
 
 @pytest.fixture
-def memory(store: DictStore) -> CallableMemory:
+def memory(store: DictStore) -> GuardedMemory[CallableStore]:
     return store.memory()
 
 

@@ -7,7 +7,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from memoryport import CallableMemory, Capability, MemoryHit, MemoryRecord, MemoryScope
+from memoryport import CallableMemory, Capability, GuardedMemory, MemoryHit, MemoryRecord, MemoryScope
+from memoryport.adapters.callable import CallableStore
 
 _MISSING = object()
 
@@ -78,7 +79,7 @@ class DictStore:
             del self.rows[i]
         return len(gone)
 
-    def memory(self, **kwargs: Any) -> CallableMemory:
+    def memory(self, **kwargs: Any) -> GuardedMemory[CallableStore]:
         return CallableMemory(
             add=self.add,
             search=self.search,
@@ -90,7 +91,7 @@ class DictStore:
             **kwargs,
         )
 
-    def user_only_memory(self) -> CallableMemory:
+    def user_only_memory(self) -> GuardedMemory[CallableStore]:
         """The same store declaring no sessions, agents or metadata (like Zep)."""
         caps = {Capability.KEYWORD_SEARCH, Capability.GET, Capability.DELETE, Capability.EXPORT}
         return CallableMemory(

@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 
+from .._port import SupportsStats
 from . import _common
 from ._common import CliError
 
@@ -38,8 +39,7 @@ def run(args: argparse.Namespace) -> int:
     # stdout carries the protocol: every log line goes to stderr.
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="memoryport mcp: %(message)s")
     memory = _common.open_memory(args, create=True)
-    stats = getattr(memory, "stats", None)
-    kept = stats().get("embedder") if callable(stats) else None
+    kept = memory.store.stats().get("embedder") if isinstance(memory.store, SupportsStats) else None
     if kept and not args.embed:
         memory.close()
         raise CliError(f"{args.db} keeps vectors of embedder {kept!r}; start the server with --embed")
