@@ -10,13 +10,12 @@ from typing import TYPE_CHECKING, Any, Union
 from memoryport._errors import BackendError, UsageError
 from memoryport._guard import GuardedMemory, GuardOptions
 from memoryport._port import Capability, SearchResults
-from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MetadataValue
+from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = ["CallableMemory", "CallableStore"]
-
 
 Fn = Callable[..., Union[Any, Awaitable[Any]]]
 
@@ -48,6 +47,8 @@ class CallableStore:
         delete: Fn | None = None,
         export: Fn | None = None,
         purge: Fn | None = None,
+        update: Fn | None = None,
+        count: Fn | None = None,
         capabilities: Iterable[Capability | str] | None = None,
         name: str = "callable",
     ) -> None:
@@ -58,16 +59,19 @@ class CallableStore:
             "delete": delete,
             "export": export,
             "purge": purge,
+            "update": update,
+            "count": count,
         }
         for op, fn in fns.items():
             if fn is not None and not callable(fn):
                 raise UsageError(f"CallableMemory({op}=...) must be a function, not {type(fn).__name__}")
-        given = frozenset(Capability(op) for op in ("get", "delete", "export", "purge") if fns[op] is not None)
+        optional = ("get", "delete", "export", "purge", "update", "count")
+        given = frozenset(Capability(op) for op in optional if fns[op] is not None)
         if capabilities is None:
             caps = _STORAGE | given
         else:
             caps = frozenset(Capability(c) for c in capabilities)
-            lacking = (caps & {Capability.GET, Capability.DELETE, Capability.EXPORT, Capability.PURGE}) - given
+            lacking = (caps & {Capability(op) for op in optional}) - given
             if lacking:
                 names = ", ".join(sorted(c.value for c in lacking))
                 raise UsageError(f"CallableMemory declares {names} but was given no function for it")
@@ -87,27 +91,40 @@ class CallableStore:
             result = await result
         return result
 
-    def _fail(self, op: str, message: str) -> BackendError:
-        return BackendError(f"CallableMemory {self.name!r}: {message}", backend=self.name, operation=op)
+    def _list(self, op: str, value: Any, what: str) -> list[Any]:
+        if value is None or isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+            raise BackendError(
+                f"CallableMemory {self.name!r}: the {op} function returned a {type(value).__name__}, not {what}",
+                backend=self.name,
+                operation=op,
+            )
+        return list(value)
 
     async def add(self, records: Sequence[MemoryRecord]) -> list[str]:
         ids = await self._call("add", records=list(records))
-        if ids is None:
+        if ids is None:  # the host's store keeps the ids the guard assigned
             return [r.id for r in records if r.id is not None]
-        if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
-            raise self._fail("add", f"the add function returned a {type(ids).__name__}, not a list of ids")
-        return list(ids)
+        return self._list("add", ids, "a list of ids")
+
+    def _range(self, since: datetime | None, until: datetime | None) -> dict[str, datetime | None]:
+        # Only a host that declared time ranges takes since/until (older functions lack the arguments).
+        return {"since": since, "until": until} if Capability.TIME_RANGE in self.capabilities else {}
 
     async def search(
-        self, query: str, *, scope: MemoryScope, k: int, filters: Mapping[str, MetadataValue] | None
+        self,
+        query: str,
+        *,
+        scope: MemoryScope,
+        k: int,
+        filters: Mapping[str, Any] | None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> list[MemoryHit]:
-        items = await self._call("search", query=query, scope=scope, k=k, filters=filters)
+        items = await self._call("search", query=query, scope=scope, k=k, filters=filters, **self._range(since, until))
         if items is None:
             return SearchResults(mode="backend")
-        if not isinstance(items, Iterable):
-            raise self._fail("search", f"the search function returned a {type(items).__name__}, not a list")
         hits: list[MemoryHit] = []
-        for rank, item in enumerate(items):
+        for rank, item in enumerate(self._list("search", items, "a list")):
             if isinstance(item, MemoryRecord):
                 hits.append(MemoryHit(record=item, score=1.0 / (1 + rank), signal="backend"))
             elif (
@@ -129,11 +146,24 @@ class CallableStore:
         n: int = await self._call("delete", ids=None if ids is None else list(ids), scope=scope)
         return n
 
-    async def export(self, scope: MemoryScope) -> list[MemoryRecord]:
-        records = await self._call("export", scope=scope)
-        if not isinstance(records, Iterable):
-            raise self._fail("export", f"the export function returned a {type(records).__name__}, not a list")
-        return list(records)
+    async def export(
+        self, scope: MemoryScope, *, since: datetime | None = None, until: datetime | None = None
+    ) -> list[MemoryRecord]:
+        return self._list("export", await self._call("export", scope=scope, **self._range(since, until)), "a list")
+
+    async def update(self, changes: Sequence[MemoryUpdate], *, scope: MemoryScope) -> list[str]:
+        return self._list("update", await self._call("update", changes=list(changes), scope=scope), "a list of ids")
+
+    async def count(
+        self,
+        scope: MemoryScope,
+        *,
+        filters: Mapping[str, Any] | None,
+        since: datetime | None,
+        until: datetime | None,
+    ) -> int:
+        n: int = await self._call("count", scope=scope, filters=filters, since=since, until=until)
+        return n
 
     async def purge(self, *, now: datetime, created_before: datetime | None) -> int:
         n: int = await self._call("purge", now=now, created_before=created_before)
@@ -148,6 +178,8 @@ def CallableMemory(
     delete: Fn | None = None,
     export: Fn | None = None,
     purge: Fn | None = None,
+    update: Fn | None = None,
+    count: Fn | None = None,
     capabilities: Iterable[Capability | str] | None = None,
     name: str = "callable",
     **guard: Unpack[GuardOptions],
@@ -159,20 +191,27 @@ def CallableMemory(
     Each function is called with keyword arguments named as in the port:
     ``add(records)``, ``search(query, scope, k, filters)``, ``get(id, scope)``,
     ``delete(ids, scope)`` (``ids=None`` erases the scope), ``export(scope)``,
-    ``purge(now, created_before)``. ``search`` may return records (ranked in
-    order), :class:`MemoryHit` objects or ``(record, score)`` pairs; ``add``
-    may return the ids or ``None`` (the ids the guard assigned are used).
+    ``purge(now, created_before)``, ``update(changes, scope)`` (a list of
+    :class:`~memoryport.MemoryUpdate`; return the ids updated) and
+    ``count(scope, filters, since, until)``. ``search`` may return records
+    (ranked in order), :class:`MemoryHit` objects or ``(record, score)`` pairs;
+    ``add`` may return the ids or ``None`` (the ids the guard assigned are used).
 
     Capabilities follow from the functions given (``get``, ``delete``,
-    ``export``, ``purge``); the functions are assumed to store whole records
-    (session and agent scopes, metadata, filters, expiry). Pass
-    ``capabilities=`` to declare exactly what your store supports instead.
+    ``export``, ``purge``, ``update``, ``count``); the functions are assumed to
+    store whole records (session and agent scopes, metadata, equality filters,
+    expiry). Pass ``capabilities=`` to declare exactly what your store supports
+    instead: with ``time_range`` your ``search`` and ``export`` also take
+    ``since`` and ``until`` (aware datetimes or ``None``), and with
+    ``filter_operators`` the filters they get may hold operator dicts
+    (``{"$gte": 0.5}``). Without those, the guard applies time ranges and
+    operators to what your functions return.
     Any exception from a function becomes :class:`BackendError` (the guard
     maps it, as for every store); logs carry only the exception's type. What
     a function returns is checked by the guard too.
 
     Args:
-        add, search, get, delete, export, purge: the host's functions.
+        add, search, get, delete, export, purge, update, count: the host's functions.
         capabilities: what the store supports, when not inferred.
         name: the backend's name in events and errors.
         **guard: the guard's options (:class:`~memoryport.GuardOptions`).
@@ -193,6 +232,15 @@ def CallableMemory(
     """
 
     store = CallableStore(
-        add=add, search=search, get=get, delete=delete, export=export, purge=purge, capabilities=capabilities, name=name
+        add=add,
+        search=search,
+        get=get,
+        delete=delete,
+        export=export,
+        purge=purge,
+        update=update,
+        count=count,
+        capabilities=capabilities,
+        name=name,
     )
     return GuardedMemory(store, **guard)

@@ -177,6 +177,7 @@ class MemoryContract:
 
         note_capabilities(request.node, memory)
         before = memory.dropped_out_of_scope
+        mismatched = memory.dropped_not_matching
         yield
         leaked = memory.dropped_out_of_scope - before
         if leaked:
@@ -185,6 +186,14 @@ class MemoryContract:
                 "during this test. The guard hid them from the host, but the backend leaks: check that "
                 "search, get and export filter by every id the query scope sets (user_id equality, "
                 "including user_id None, and session_id/agent_id where set)."
+            )
+        wrong = memory.dropped_not_matching - mismatched
+        if wrong:
+            pytest.fail(
+                f"the backend {memory.backend!r} returned {wrong} record(s) that fail the filters or the "
+                "since/until range it was given during this test. The guard hid them from the host, but "
+                "the store mis-runs them: check every filter and operator it declares (JSON types kept "
+                "apart: 1, '1' and True differ) and since <= created_at < until."
             )
 
     # -- helpers --------------------------------------------------------------

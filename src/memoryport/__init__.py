@@ -31,6 +31,7 @@ from ._errors import (
 )
 from ._events import EventSink, MemoryEvent
 from ._extras import lazy_exports
+from ._filters import OPERATORS
 from ._guard import GuardedMemory, GuardOptions
 from ._port import (
     Capability,
@@ -42,7 +43,17 @@ from ._port import (
     SupportsSettle,
     SupportsStats,
 )
-from ._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemoryScope, MetadataValue, SearchMode
+from ._records import (
+    DEFAULT_LIMITS,
+    Limits,
+    MemoryHit,
+    MemoryRecord,
+    MemoryScope,
+    MemoryUpdate,
+    MetadataValue,
+    SearchMode,
+)
+from ._timerange import TimeBound
 
 if TYPE_CHECKING:
     from ._copy import CopyReport, copy_memories, copy_memories_sync
@@ -113,6 +124,7 @@ _LAZY: dict[str, str] = {
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "OPERATORS",
     "BackendError",
     "CallableEmbedder",
     "CallableMemory",
@@ -138,6 +150,7 @@ __all__ = [
     "MemoryScope",
     "MemoryTool",
     "MemoryTools",
+    "MemoryUpdate",
     "MemoryportError",
     "MetadataValue",
     "MissingExtra",
@@ -153,6 +166,7 @@ __all__ = [
     "SupportsClose",
     "SupportsSettle",
     "SupportsStats",
+    "TimeBound",
     "ToolContext",
     "ToolError",
     "UnsupportedCapability",

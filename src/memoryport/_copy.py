@@ -194,4 +194,6 @@ def copy_memories_sync(
     Example:
         >>> report = copy_memories_sync(old, new, MemoryScope(user_id="ann"))  # doctest: +SKIP
     """
-    return run_sync(copy_memories(source, target, scope, drop_unsupported=drop_unsupported), method="copy_memories")
+    return run_sync(
+        copy_memories(source, target, scope, drop_unsupported=drop_unsupported), method="copy_memories", owner=""
+    )

@@ -34,9 +34,11 @@ class MemoryEvent:
     Attributes:
         name: ``memory.added``, ``memory.searched``, ``memory.fetched``,
             ``memory.deleted``, ``memory.exported``, ``memory.purged``,
+            ``memory.updated``, ``memory.counted``,
             ``embedding.used`` or ``rerank.used``.
         backend: the backend's name.
-        count: records added, hits returned, records deleted, exported, ...
+        count: records added, hits returned, records deleted, exported, updated,
+            counted, ...
         latency_ms: wall time of the operation.
         scope_kind: ``"user"``, ``"user+session"``, ... where a scope applies.
         k: the requested number of hits (searches).

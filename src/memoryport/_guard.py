@@ -12,6 +12,7 @@ from typing_extensions import TypeVar as DefaultTypeVar
 
 from ._errors import BackendError, InvalidInput, MemoryportError, UnsupportedCapability, UsageError
 from ._events import EventSink, MemoryEvent, _telemetry, current_sink, deliver
+from ._filters import OPERATORS, Filters, check_filters, matches, operators_in, split_filters
 from ._port import Capability, MemoryPort, SearchResults, SupportsClose
 from ._records import (
     DEFAULT_LIMITS,
@@ -19,13 +20,14 @@ from ._records import (
     MemoryHit,
     MemoryRecord,
     MemoryScope,
-    MetadataValue,
+    MemoryUpdate,
     SearchMode,
     _check_scalar,
     new_id,
     utcnow,
 )
 from ._sync import run_sync
+from ._timerange import TimeBound, in_range, time_range
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -79,7 +81,7 @@ def retention_period(retention_days: float | None) -> timedelta | None:
         raise InvalidInput("retention_days must be a positive number or None", field="retention_days")
     return timedelta(days=retention_days)
 
-_OPERATIONS = ("add", "search", "get", "delete", "export", "purge")
+_OPERATIONS = ("add", "search", "get", "delete", "export", "purge")  # update, count: when declared
 
 
 class GuardedMemory(Generic[S]):
@@ -137,10 +139,31 @@ class GuardedMemory(Generic[S]):
             name = type(store).__name__
             raise UsageError(f"{name}.capabilities holds an unknown capability; known: {known}") from exc
         self._backend = str(getattr(store, "name", type(store).__name__))
+        for capability, op in ((Capability.UPDATE, "update"), (Capability.COUNT, "count")):
+            if capability in self._capabilities and not callable(getattr(store, op, None)):
+                raise UsageError(f"{type(store).__name__} declares {capability.value!r} but has no {op} method")
+        self._native_ops = self._native_operators(store)
         self.limits: Limits = options.get("limits", DEFAULT_LIMITS)
         self.sink: EventSink | None = options.get("sink")
         self.capture_content: bool = options.get("capture_content", False)
         self._dropped = 0
+        self._mismatched = 0
+
+    def _native_operators(self, port: MemoryPort) -> frozenset[str]:
+        if Capability.FILTERS not in self._capabilities:
+            return frozenset()
+        if Capability.FILTER_OPERATORS not in self._capabilities:
+            return frozenset({"$eq"})
+        declared = getattr(port, "filter_operators", None)
+        if declared is None:
+            return OPERATORS
+        ops = frozenset(str(op) for op in declared)
+        if not ops <= OPERATORS:
+            raise UsageError(
+                f"{type(port).__name__}.filter_operators holds {sorted(ops - OPERATORS)}; "
+                f"known: {', '.join(sorted(OPERATORS))}"
+            )
+        return ops | {"$eq"}
 
     # -- introspection -------------------------------------------------
 
@@ -178,6 +201,20 @@ class GuardedMemory(Generic[S]):
         """How many records the backend returned outside the query's scope (a backend bug)."""
         return self._dropped
 
+    @property
+    def dropped_not_matching(self) -> int:
+        """How many records the backend returned that fail a filter or time range it was given (a backend bug)."""
+        return self._mismatched
+
+    @property
+    def filter_operators(self) -> frozenset[str]:
+        """The filter operators the backend runs itself (``$eq`` is plain equality).
+
+        With :attr:`Capability.FILTERS` the guard applies the others on the way
+        out; :meth:`count` needs every operator it is given here.
+        """
+        return self._native_ops
+
     def __repr__(self) -> str:
         return f"GuardedMemory({self._store!r})"
 
@@ -204,6 +241,54 @@ class GuardedMemory(Generic[S]):
         if scope.user_id is None and not (scope.session_id or scope.agent_id):
             raise UsageError(f"{field} must set at least one id")
         return scope
+
+    def _filters(
+        self, filters: object, what: str
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, Any] | None]:
+        """(checked filters, the part the backend runs, the part the guard applies), or Nones."""
+        if filters is None:
+            return None, None, None
+        if not isinstance(filters, Mapping):
+            raise UsageError("filters must be a mapping of metadata key to a value or an operator dict")
+        if not filters:
+            return None, None, None
+        self._require(Capability.FILTERS, f"{what}(filters=...)")
+        checked = check_filters(filters, max_values=self.limits.max_filter_values)
+        self.limits.check_metadata(checked, "filters")
+        pushed, rest = split_filters(
+            checked, self._native_ops, plain_only=Capability.FILTER_OPERATORS not in self._capabilities
+        )
+        return checked, pushed, rest
+
+    def _range(
+        self, since: TimeBound | None, until: TimeBound | None, now: datetime
+    ) -> tuple[datetime | None, datetime | None]:
+        return time_range(since, until, now=now)
+
+    def _matching(
+        self,
+        record: MemoryRecord,
+        pushed: Filters | None,
+        rest: Filters | None,
+        since: datetime | None,
+        until: datetime | None,
+        pushed_range: bool,
+    ) -> bool:
+        """Re-check filters and the time range on a record the backend returned.
+
+        A record failing what the backend was asked to do itself is a backend bug:
+        dropped, counted in :attr:`dropped_not_matching` and logged.
+        """
+        ok_range = in_range(record.created_at, since, until)
+        if not matches(record.metadata, pushed) or (pushed_range and not ok_range):
+            self._mismatched += 1
+            logger.warning(
+                "backend %r returned a record that fails the filters or time range it was given; "
+                "dropped it (a backend bug)",
+                self._backend,
+            )
+            return False
+        return ok_range and matches(record.metadata, rest)
 
     def _visible(self, record: object, scope: MemoryScope, now: datetime) -> bool:
         if not isinstance(record, MemoryRecord):
@@ -393,16 +478,24 @@ class GuardedMemory(Generic[S]):
         *,
         scope: MemoryScope | None = None,
         k: int = 5,
-        filters: Mapping[str, MetadataValue] | None = None,
+        filters: Filters | None = None,
+        since: TimeBound | None = None,
+        until: TimeBound | None = None,
         ctx: EventSink | None = None,
     ) -> SearchResults:
         """The ``k`` best records in ``scope`` for ``query``, best first, and the mode used (``.mode``).
 
         An empty query lists the newest records (mode ``recent``). ``filters``
-        match metadata exactly and need the ``filters`` capability.
+        match metadata (a value for equality, or an operator dict such as
+        ``{"$gte": 0.5}``) and need the ``filters`` capability. ``since`` and
+        ``until`` restrict ``created_at`` to ``[since, until)``: an aware
+        datetime, a ``timedelta`` or ``"90m"``/``"24h"``/``"7d"``/``"2w"`` (that
+        long ago), or an ISO 8601 time.
 
         Example:
             >>> hits = await memory.search("tea", scope=ann, k=3)  # doctest: +SKIP
+            >>> week = await memory.search("", scope=ann, since="7d",  # doctest: +SKIP
+            ...                            filters={"importance": {"$gte": 0.5}})
         """
         checked = self._check_scope(scope)
         if not isinstance(query, str):
@@ -422,31 +515,27 @@ class GuardedMemory(Generic[S]):
             raise InvalidInput(
                 f"k must be an integer from 1 to {self.limits.max_k} (Limits.max_k)", field="k", limit="max_k"
             )
-        if filters is not None:
-            if not isinstance(filters, Mapping):
-                raise UsageError("filters must be a mapping of metadata key to value")
-            if filters:
-                self._require(Capability.FILTERS, "search(filters=...)")
-                try:
-                    for key, value in filters.items():
-                        if not isinstance(key, str) or not key:
-                            raise ValueError("filter keys must be non-empty strings")
-                        _check_scalar(value, f"filter {key!r}")
-                except ValueError as exc:
-                    raise InvalidInput(str(exc), field="filters") from None
-                self.limits.check_metadata(filters, "filters")
-            else:
-                filters = None
+        _, pushed, rest = self._filters(filters, "search")
+        start, end = self._range(since, until, utcnow())
+        native_range = Capability.TIME_RANGE in self._capabilities
+        # Passed only when asked for: a store's since/until default to None.
+        extra: dict[str, Any] = {"since": start, "until": end} if native_range and (start or end) else {}
         recent = not query.strip()
         # A blank query is the newest-first listing; backends see it as "" only.
         sent = "" if recent else query
 
+        def wanted(hit: object, now: datetime) -> bool:
+            record = _hit(hit, self._backend).record
+            return self._visible(record, checked, now) and self._matching(
+                record, pushed, rest, start, end, native_range
+            )
+
         async def call() -> SearchResults:
             fetch = k
             while True:
-                raw = await self._store.search(sent, scope=checked, k=fetch, filters=filters)
+                raw = await self._store.search(sent, scope=checked, k=fetch, filters=pushed, **extra)
                 now = utcnow()
-                hits = [h for h in raw if self._visible(_hit(h, self._backend).record, checked, now)]
+                hits = [h for h in raw if wanted(h, now)]
                 if len(hits) >= k or len(raw) < fetch or fetch >= self.limits.max_k * 4:
                     break
                 fetch = min(fetch * 4, self.limits.max_k * 4)
@@ -532,19 +621,40 @@ class GuardedMemory(Generic[S]):
 
         return await self._run("delete", "memory.deleted", call, lambda n: n, ctx, scope=checked)
 
-    async def export(self, scope: MemoryScope | None = None, *, ctx: EventSink | None = None) -> list[MemoryRecord]:
+    async def export(
+        self,
+        scope: MemoryScope | None = None,
+        *,
+        since: TimeBound | None = None,
+        until: TimeBound | None = None,
+        ctx: EventSink | None = None,
+    ) -> list[MemoryRecord]:
         """Every live record ``scope`` covers, oldest first: a data-access answer.
+
+        ``since``/``until`` restrict ``created_at`` as in :meth:`search`.
 
         Example:
             >>> records = await memory.export(ann)  # doctest: +SKIP
+            >>> this_week = await memory.export(ann, since="7d")  # doctest: +SKIP
         """
         checked = self._check_scope(scope)
         self._require(Capability.EXPORT, "export()")
+        start, end = self._range(since, until, utcnow())
+        native_range = Capability.TIME_RANGE in self._capabilities
+        ranged = start is not None or end is not None
 
         async def call() -> list[MemoryRecord]:
-            records = await self._store.export(checked)
+            if native_range and ranged:
+                records = await self._store.export(checked, since=start, until=end)  # type: ignore[call-arg]
+            else:
+                records = await self._store.export(checked)
             now = utcnow()
-            live = [r for r in records if self._visible(r, checked, now)]
+            live = [
+                r
+                for r in records
+                if self._visible(r, checked, now)
+                and (not ranged or self._matching(r, None, None, start, end, native_range))
+            ]
             live.sort(key=lambda r: (r.created_at, r.id or ""))
             return live
 
@@ -557,6 +667,153 @@ class GuardedMemory(Generic[S]):
             scope=checked,
             result=lambda r: [x.text for x in r],
         )
+
+    async def update(
+        self,
+        changes: Sequence[MemoryUpdate],
+        *,
+        scope: MemoryScope | None = None,
+        ctx: EventSink | None = None,
+    ) -> list[str]:
+        """Change the text, metadata and/or expiry of records by id within ``scope``.
+
+        Returns the ids updated, in input order; an id that is absent, expired
+        or outside ``scope`` is simply not in the list (the two cannot be told
+        apart). ``id``, ``scope`` and ``created_at`` are kept and ``updated_at``
+        is set; a new text is re-indexed and re-embedded. A batch is one
+        transaction where the backend has them. Needs the ``update`` capability
+        (and ``metadata``/``expiry`` for those fields).
+
+        Example:
+            >>> from memoryport import MemoryUpdate
+            >>> await memory.update([MemoryUpdate(id=ids[0], text="Ann now drinks coffee")],  # doctest: +SKIP
+            ...                     scope=ann)
+            ['3f0c...']
+        """
+        checked = self._check_scope(scope)
+        self._require(Capability.UPDATE, "update()")
+        if isinstance(changes, (MemoryUpdate, str)) or not isinstance(changes, Sequence):
+            raise UsageError("update() takes a list of MemoryUpdate, e.g. update([MemoryUpdate(id=..., text=...)])")
+        if len(changes) > self.limits.max_batch:
+            raise InvalidInput(
+                f"changes has {len(changes):,} items; the limit is {self.limits.max_batch:,} "
+                "(Limits.max_batch); split the batch",
+                field="changes",
+                limit="max_batch",
+            )
+        now = utcnow()
+        seen: set[str] = set()
+        for i, change in enumerate(changes):
+            field = f"changes[{i}]"
+            if not isinstance(change, MemoryUpdate):
+                raise UsageError(f"{field} is a {type(change).__name__}, not a MemoryUpdate")
+            self.limits.check_id(change.id, f"{field}.id")
+            if change.id in seen:
+                raise InvalidInput(f"{field}.id repeats an id earlier in the batch", field=f"{field}.id")
+            seen.add(change.id)
+            if not change.changed:
+                raise InvalidInput(f"{field} changes nothing: give text, metadata and/or expires_at", field=field)
+            if change.text is not None and len(change.text) > self.limits.max_text_chars:
+                raise InvalidInput(
+                    f"{field}.text is {len(change.text):,} characters; the limit is "
+                    f"{self.limits.max_text_chars:,} (Limits.max_text_chars)",
+                    field=f"{field}.text",
+                    limit="max_text_chars",
+                )
+            if "metadata" in change.changed and change.metadata:
+                self._require(Capability.METADATA, f"{field}.metadata")
+                self.limits.check_metadata(change.metadata, f"{field}.metadata")
+            if "expires_at" in change.changed:
+                self._require(Capability.EXPIRY, f"{field}.expires_at")
+                if change.expires_at is not None and change.expires_at <= now:
+                    raise InvalidInput(
+                        f"{field}.expires_at is not in the future; to remove a record, delete it",
+                        field=f"{field}.expires_at",
+                    )
+        if not changes:
+            return []
+        batch = list(changes)
+
+        async def call() -> list[str]:
+            done = await self._store.update(batch, scope=checked)  # type: ignore[attr-defined]
+            if isinstance(done, (str, bytes)) or not isinstance(done, Sequence):
+                raise BackendError(
+                    f"backend {self._backend!r} returned a {type(done).__name__} from update, not a list of ids",
+                    backend=self._backend,
+                    operation="update",
+                )
+            ids = [str(i) for i in done]
+            if not set(ids) <= seen or len(set(ids)) != len(ids):
+                raise BackendError(
+                    f"backend {self._backend!r} returned ids from update that were not asked for, or repeated",
+                    backend=self._backend,
+                    operation="update",
+                )
+            order = {c.id: i for i, c in enumerate(batch)}
+            return sorted(ids, key=order.__getitem__)
+
+        return await self._run(
+            "update",
+            "memory.updated",
+            call,
+            len,
+            ctx,
+            scope=checked,
+            arguments=lambda: {"texts": [c.text for c in batch if c.text is not None]},
+        )
+
+    async def count(
+        self,
+        scope: MemoryScope | None = None,
+        *,
+        filters: Filters | None = None,
+        since: TimeBound | None = None,
+        until: TimeBound | None = None,
+        ctx: EventSink | None = None,
+    ) -> int:
+        """How many live records ``scope`` covers (matching ``filters``, in ``[since, until)``).
+
+        The cheap way to ask "how many" (capacity caps, dashboards). Needs the
+        ``count`` capability (a store's ``count`` always takes the time range),
+        and operator filters need ``filter_operators``: a count cannot be
+        re-checked on the way out. Records hidden by expiry or retention are not
+        counted.
+
+        Example:
+            >>> await memory.count(ann, since="7d", filters={"kind": "fact"})  # doctest: +SKIP
+            12
+        """
+        checked = self._check_scope(scope)
+        self._require(Capability.COUNT, "count()")
+        _, pushed, rest = self._filters(filters, "count")
+        if rest:
+            missing = sorted(operators_in(rest))
+            raise UnsupportedCapability(
+                f"count(filters=...) with {', '.join(missing)} needs the {Capability.FILTER_OPERATORS.value!r} "
+                f"capability for them, which the {self._backend!r} backend does not have",
+                capability=Capability.FILTER_OPERATORS.value,
+                backend=self._backend,
+            )
+        now = utcnow()
+        start, end = self._range(since, until, now)
+        if self._retention is not None:
+            # Retention is a lower bound on created_at: fold it into the range.
+            cutoff = now - self._retention
+            start = cutoff if start is None else max(start, cutoff)
+            if end is not None and start >= end:
+                return 0
+
+        async def call() -> int:
+            n = await self._store.count(checked, filters=pushed, since=start, until=end)  # type: ignore[attr-defined]
+            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                raise BackendError(
+                    f"backend {self._backend!r} returned {n!r} from count, not a count",
+                    backend=self._backend,
+                    operation="count",
+                )
+            return n
+
+        return await self._run("count", "memory.counted", call, lambda n: n, ctx, scope=checked)
 
     async def purge(self, *, ctx: EventSink | None = None) -> int:
         """Physically remove what ``expires_at`` or retention already hides; return how many.
@@ -597,11 +854,15 @@ class GuardedMemory(Generic[S]):
         *,
         scope: MemoryScope | None = None,
         k: int = 5,
-        filters: Mapping[str, MetadataValue] | None = None,
+        filters: Filters | None = None,
+        since: TimeBound | None = None,
+        until: TimeBound | None = None,
         ctx: EventSink | None = None,
     ) -> SearchResults:
         """Blocking twin of :meth:`search`."""
-        return run_sync(self.search(query, scope=scope, k=k, filters=filters, ctx=ctx), method="search")
+        return run_sync(
+            self.search(query, scope=scope, k=k, filters=filters, since=since, until=until, ctx=ctx), method="search"
+        )
 
     def get_sync(
         self, id: str, *, scope: MemoryScope | None = None, ctx: EventSink | None = None
@@ -615,9 +876,34 @@ class GuardedMemory(Generic[S]):
         """Blocking twin of :meth:`delete`."""
         return run_sync(self.delete(ids, scope=scope, ctx=ctx), method="delete")
 
-    def export_sync(self, scope: MemoryScope | None = None, *, ctx: EventSink | None = None) -> list[MemoryRecord]:
+    def export_sync(
+        self,
+        scope: MemoryScope | None = None,
+        *,
+        since: TimeBound | None = None,
+        until: TimeBound | None = None,
+        ctx: EventSink | None = None,
+    ) -> list[MemoryRecord]:
         """Blocking twin of :meth:`export`."""
-        return run_sync(self.export(scope, ctx=ctx), method="export")
+        return run_sync(self.export(scope, since=since, until=until, ctx=ctx), method="export")
+
+    def update_sync(
+        self, changes: Sequence[MemoryUpdate], *, scope: MemoryScope | None = None, ctx: EventSink | None = None
+    ) -> list[str]:
+        """Blocking twin of :meth:`update`."""
+        return run_sync(self.update(changes, scope=scope, ctx=ctx), method="update")
+
+    def count_sync(
+        self,
+        scope: MemoryScope | None = None,
+        *,
+        filters: Filters | None = None,
+        since: TimeBound | None = None,
+        until: TimeBound | None = None,
+        ctx: EventSink | None = None,
+    ) -> int:
+        """Blocking twin of :meth:`count`."""
+        return run_sync(self.count(scope, filters=filters, since=since, until=until, ctx=ctx), method="count")
 
     def purge_sync(self, *, ctx: EventSink | None = None) -> int:
         """Blocking twin of :meth:`purge`."""
@@ -625,7 +911,7 @@ class GuardedMemory(Generic[S]):
 
     def close(self) -> None:
         """Blocking twin of :meth:`aclose`."""
-        run_sync(self.aclose(), method="close")
+        run_sync(self.aclose(), method="aclose", sync="close")
 
 
 def _hit(hit: object, backend: str) -> MemoryHit:

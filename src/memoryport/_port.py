@@ -7,10 +7,12 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
-from ._records import MemoryHit, MemoryRecord, MemoryScope, MetadataValue, SearchMode
+from ._filters import Filters
+from ._records import MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate, MetadataValue, SearchMode
 
 __all__ = [
     "Capability",
+    "CountablePort",
     "MemoryPort",
     "SearchMode",
     "SearchResults",
@@ -19,6 +21,8 @@ __all__ = [
     "SupportsClose",
     "SupportsSettle",
     "SupportsStats",
+    "TimeRangePort",
+    "UpdatablePort",
 ]
 
 
@@ -51,6 +55,22 @@ class Capability(str, Enum):
     """``export(scope)`` is available."""
     PURGE = "purge"
     """``purge()`` physically removes expired and retained-out records."""
+    UPDATE = "update"
+    """``update(changes, scope=...)`` changes text, metadata or expiry in place (id and ``created_at`` kept)."""
+    TIME_RANGE = "time_range"
+    """The store itself restricts search and export to ``since``/``until`` over ``created_at``.
+
+    Without it the guard still serves ``since``/``until`` on search and export by
+    filtering on the way out (over-fetching to still return ``k``), but not on ``count``.
+    """
+    COUNT = "count"
+    """``count(scope, filters=..., since=..., until=...)`` answers "how many" cheaply."""
+    FILTER_OPERATORS = "filter_operators"
+    """The store itself runs operator filters (``$gte``, ``$in``, ...; see :data:`OPERATORS`).
+
+    A store may narrow which with a ``filter_operators`` frozenset attribute.
+    Without it (but with ``filters``) the guard applies operators on the way out.
+    """
 
     def __str__(self) -> str:
         return self.value
@@ -118,7 +138,13 @@ class MemoryPort(Protocol):
         k: int,
         filters: Mapping[str, MetadataValue] | None,
     ) -> list[MemoryHit]:
-        """The ``k`` best records covered by ``scope``; newest first for ``""``."""
+        """The ``k`` best records covered by ``scope``; newest first for ``""``.
+
+        ``filters`` hold plain values (equality) and, for a store declaring
+        :attr:`Capability.FILTER_OPERATORS`, operator dicts too (see
+        :mod:`memoryport._filters`). A store declaring :attr:`Capability.TIME_RANGE`
+        also takes ``since`` and ``until`` (see :class:`TimeRangePort`).
+        """
         ...
 
     async def get(self, id: str, *, scope: MemoryScope) -> MemoryRecord | None:
@@ -135,6 +161,65 @@ class MemoryPort(Protocol):
 
     async def purge(self, *, now: datetime, created_before: datetime | None) -> int:
         """Physically remove records expired at ``now`` or created before the cutoff."""
+        ...
+
+
+@runtime_checkable
+class TimeRangePort(Protocol):
+    """How a store declaring :attr:`Capability.TIME_RANGE` takes ``since``/``until``.
+
+    Both are aware UTC datetimes already parsed by the guard, or ``None``; a
+    record is in range when ``since <= created_at < until``. The guard passes
+    them only when a range is asked for, so give them the default ``None``.
+    """
+
+    async def search(
+        self,
+        query: str,
+        *,
+        scope: MemoryScope,
+        k: int,
+        filters: Filters | None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[MemoryHit]:
+        """As :meth:`MemoryPort.search`, within the range."""
+        ...
+
+    async def export(
+        self, scope: MemoryScope, *, since: datetime | None = None, until: datetime | None = None
+    ) -> list[MemoryRecord]:
+        """As :meth:`MemoryPort.export`, within the range."""
+        ...
+
+
+@runtime_checkable
+class UpdatablePort(Protocol):
+    """What a store declaring :attr:`Capability.UPDATE` adds to :class:`MemoryPort`."""
+
+    async def update(self, changes: Sequence[MemoryUpdate], *, scope: MemoryScope) -> list[str]:
+        """Apply the changes to the records ``scope`` covers (one transaction where possible).
+
+        Keep ``id``, ``scope`` and ``created_at``; set ``updated_at``; re-index
+        and re-embed a changed text. An id that is absent, outside ``scope`` or
+        expired is skipped. Return the ids updated, in input order.
+        """
+        ...
+
+
+@runtime_checkable
+class CountablePort(Protocol):
+    """What a store declaring :attr:`Capability.COUNT` adds to :class:`MemoryPort`."""
+
+    async def count(
+        self,
+        scope: MemoryScope,
+        *,
+        filters: Filters | None,
+        since: datetime | None,
+        until: datetime | None,
+    ) -> int:
+        """How many live (not expired) records ``scope`` covers that match."""
         ...
 
 

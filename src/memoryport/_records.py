@@ -7,6 +7,7 @@ import hmac
 import json
 import math
 import os
+import sys
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ __all__ = [
     "MemoryHit",
     "MemoryRecord",
     "MemoryScope",
+    "MemoryUpdate",
     "MetadataValue",
     "SearchMode",
     "new_id",
@@ -113,7 +115,7 @@ class _Model(BaseModel):
                 raise _invalid(exc, cls.__name__) from None
 
 
-_FIELD_NAMES = {"MemoryScope": "scope", "MemoryRecord": "record", "MemoryHit": "hit"}
+_FIELD_NAMES = {"MemoryScope": "scope", "MemoryRecord": "record", "MemoryHit": "hit", "MemoryUpdate": "change"}
 
 
 def _invalid(exc: ValidationError, model: str) -> InvalidInput:
@@ -216,6 +218,8 @@ class MemoryRecord(_Model):
     metadata: dict[str, MetadataValue] = Field(default_factory=dict)
     created_at: datetime = Field(default_factory=utcnow)
     expires_at: datetime | None = None
+    updated_at: datetime | None = None
+    """When the record was last changed by ``update`` (``None`` until then)."""
 
     @field_validator("id")
     @classmethod
@@ -263,6 +267,11 @@ class MemoryRecord(_Model):
     def _check_expires(cls, value: datetime | None) -> datetime | None:
         return None if value is None else _aware_utc(value, "expires_at")
 
+    @field_validator("updated_at")
+    @classmethod
+    def _check_updated(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else _aware_utc(value, "updated_at")
+
     @model_validator(mode="after")
     def _expiry_after_creation(self) -> MemoryRecord:
         if self.expires_at is not None and self.expires_at <= self.created_at:
@@ -274,8 +283,80 @@ class MemoryRecord(_Model):
         return self.expires_at is not None and self.expires_at <= now
 
 
+class MemoryUpdate(_Model):
+    """A change to one stored record, by id: its text, metadata and/or expiry.
+
+    Fields not given are left as they are; ``metadata`` replaces the whole
+    mapping; ``expires_at=None`` given explicitly clears the expiry. The id,
+    scope and ``created_at`` never change (moving a record to another scope is
+    a copy and a delete); the store sets ``updated_at``.
+
+    Example:
+        >>> change = MemoryUpdate(id="3f0c", text="Ann now drinks black tea")
+        >>> sorted(change.changed)
+        ['text']
+        >>> sorted(MemoryUpdate(id="3f0c", expires_at=None).changed)
+        ['expires_at']
+    """
+
+    id: str
+    text: str | None = None
+    metadata: dict[str, MetadataValue] | None = None
+    expires_at: datetime | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _check_update_id(cls, value: str) -> str:
+        checked = MemoryRecord._check_record_id(value)
+        assert checked is not None
+        return checked
+
+    @field_validator("text")
+    @classmethod
+    def _check_update_text(cls, value: str | None) -> str | None:
+        if value is None:
+            raise ValueError("must be a non-empty string (leave it out to keep the text)")
+        return MemoryRecord._check_text(value)
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _check_update_metadata(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError("must be a mapping ({} clears it; leave it out to keep it)")
+        return MemoryRecord._check_metadata(value)
+
+    @field_validator("expires_at")
+    @classmethod
+    def _check_update_expires(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else _aware_utc(value, "expires_at")
+
+    @property
+    def changed(self) -> frozenset[str]:
+        """The fields this update sets (``text``, ``metadata``, ``expires_at``)."""
+        return frozenset(self.model_fields_set - {"id"})
+
+    def apply(self, record: MemoryRecord, now: datetime) -> MemoryRecord:
+        """``record`` with these changes and ``updated_at=now`` (id, scope, created_at kept).
+
+        Stores without an update of their own can write this back.
+        """
+        values: dict[str, Any] = {name: getattr(self, name) for name in self.changed}
+        values["updated_at"] = max(now, record.created_at)
+        return record.model_copy(update=values)
+
+
 def _check_scalar(item: Any, what: str) -> None:
-    if item is None or isinstance(item, (bool, int)):
+    if item is None or isinstance(item, bool):
+        return
+    if isinstance(item, int):
+        if item.bit_length() > 63:
+            try:
+                str(item)  # metadata is stored and compared as JSON text
+            except ValueError:
+                raise ValueError(
+                    f"{what} is an integer of more digits than Python writes as text "
+                    f"(sys.get_int_max_str_digits() = {sys.get_int_max_str_digits()}); store it as a string"
+                ) from None
         return
     if isinstance(item, float):
         if not math.isfinite(item):
@@ -333,6 +414,7 @@ class Limits:
     max_batch: int = 10_000
     max_k: int = 1_000
     max_ids: int = 10_000
+    max_filter_values: int = 1_000
     clock_skew: timedelta = timedelta(seconds=5)
 
     def check_scope(self, scope: MemoryScope, field: str = "scope") -> None:

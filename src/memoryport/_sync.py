@@ -39,12 +39,18 @@ def _portal() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-def run_sync(coro: Coroutine[Any, Any, T], *, method: str) -> T:
+def run_sync(coro: Coroutine[Any, Any, T], *, method: str, sync: str | None = None, owner: str = "memory") -> T:
     """Run ``coro`` to completion on the shared background loop and return its result.
 
     Works from any thread, any number of times. Inside a running event loop it
     refuses with a :class:`UsageError` naming the ``await`` form, because
     blocking there would stall every other task of that loop.
+
+    Args:
+        coro: the coroutine of the async method.
+        method: the async method's name (``"search"``, ``"aclose"``).
+        sync: the blocking twin's name when it is not ``method + "_sync"`` (``"close"``).
+        owner: what the async method is called on in the message; ``""`` for a function.
     """
     import asyncio
 
@@ -54,7 +60,9 @@ def run_sync(coro: Coroutine[Any, Any, T], *, method: str) -> T:
         pass
     else:
         coro.close()
+        called = sync if sync is not None else f"{method}_sync"
+        target = f"{owner}.{method}" if owner else method
         raise UsageError(
-            f"{method}_sync() was called inside a running event loop; use `await memory.{method}(...)` there instead"
+            f"{called}() was called inside a running event loop; use `await {target}(...)` there instead"
         )
     return asyncio.run_coroutine_threadsafe(coro, _portal()).result()

@@ -7,7 +7,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from memoryport import Capability, MemoryHit, MemoryRecord, MemoryScope, MetadataValue
+from memoryport import Capability, MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate
+from memoryport._filters import matches as filter_matches
+from memoryport._records import utcnow
 
 ALL = frozenset(Capability) - {Capability.VECTOR_SEARCH}
 
@@ -16,11 +18,12 @@ def words(text: str) -> set[str]:
     return set(re.findall(r"\w+", text.lower()))
 
 
-def matches(record: MemoryRecord, filters: Mapping[str, MetadataValue] | None) -> bool:
-    if not filters:
-        return True
-    md = record.metadata
-    return all(key in md and type(md[key]) is type(value) and md[key] == value for key, value in filters.items())
+def matches(record: MemoryRecord, filters: Mapping[str, Any] | None) -> bool:
+    return filter_matches(record.metadata, filters)
+
+
+def in_range(record: MemoryRecord, since: datetime | None, until: datetime | None) -> bool:
+    return (since is None or record.created_at >= since) and (until is None or record.created_at < until)
 
 
 class DictStore:
@@ -50,9 +53,59 @@ class DictStore:
         return [MemoryHit(record=r, score=s, signal="keyword") for s, r in scored[:k]]
 
     async def search(
-        self, query: str, *, scope: MemoryScope, k: int, filters: Mapping[str, MetadataValue] | None
+        self,
+        query: str,
+        *,
+        scope: MemoryScope,
+        k: int,
+        filters: Mapping[str, Any] | None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> list[MemoryHit]:
-        return self.rank(query, [r for r in self._in(scope) if matches(r, filters)], k)
+        return self.rank(
+            query, [r for r in self._in(scope) if matches(r, filters) and in_range(r, since, until)], k
+        )
+
+    async def update(self, changes: Sequence[MemoryUpdate], *, scope: MemoryScope) -> list[str]:
+        return self.run_update(changes, scope)
+
+    def run_update(self, changes: Sequence[MemoryUpdate], scope: MemoryScope) -> list[str]:
+        now = utcnow()
+        done: list[str] = []
+        for change in changes:
+            record = self.rows.get(change.id)
+            if record is None or not scope.covers(record.scope) or record.is_expired(now):
+                continue
+            self.rows[change.id] = self.updated(change, record, now)
+            done.append(change.id)
+        return done
+
+    def updated(self, change: MemoryUpdate, record: MemoryRecord, now: datetime) -> MemoryRecord:
+        return change.apply(record, now)
+
+    async def count(
+        self,
+        scope: MemoryScope,
+        *,
+        filters: Mapping[str, Any] | None,
+        since: datetime | None,
+        until: datetime | None,
+    ) -> int:
+        return self.run_count(scope, filters, since, until)
+
+    def run_count(
+        self,
+        scope: MemoryScope,
+        filters: Mapping[str, Any] | None,
+        since: datetime | None,
+        until: datetime | None,
+    ) -> int:
+        now = utcnow()
+        return sum(
+            1
+            for r in self._in(scope)
+            if not r.is_expired(now) and matches(r, filters) and in_range(r, since, until)
+        )
 
     async def get(self, id: str, *, scope: MemoryScope) -> MemoryRecord | None:
         record = self.rows.get(id)
@@ -69,8 +122,10 @@ class DictStore:
             del self.rows[record_id]
         return len(doomed)
 
-    async def export(self, scope: MemoryScope) -> list[MemoryRecord]:
-        return self._in(scope)
+    async def export(
+        self, scope: MemoryScope, *, since: datetime | None = None, until: datetime | None = None
+    ) -> list[MemoryRecord]:
+        return [r for r in self._in(scope) if in_range(r, since, until)]
 
     async def purge(self, *, now: datetime, created_before: datetime | None) -> int:
         doomed = [
@@ -89,11 +144,20 @@ class LeakySearchStore(DictStore):
     name = "leaky-search"
 
     async def search(
-        self, query: str, *, scope: MemoryScope, k: int, filters: Mapping[str, MetadataValue] | None
+        self,
+        query: str,
+        *,
+        scope: MemoryScope,
+        k: int,
+        filters: Mapping[str, Any] | None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> list[MemoryHit]:
         if not query.strip():
-            return await super().search(query, scope=scope, k=k, filters=filters)
-        return self.rank(query, [r for r in self.rows.values() if matches(r, filters)], k)
+            return await super().search(query, scope=scope, k=k, filters=filters, since=since, until=until)
+        return self.rank(
+            query, [r for r in self.rows.values() if matches(r, filters) and in_range(r, since, until)], k
+        )
 
 
 class GreedyEraseStore(DictStore):
@@ -113,8 +177,10 @@ class ShortExportStore(DictStore):
 
     name = "short-export"
 
-    async def export(self, scope: MemoryScope) -> list[MemoryRecord]:
-        return self._in(scope)[:100]
+    async def export(
+        self, scope: MemoryScope, *, since: datetime | None = None, until: datetime | None = None
+    ) -> list[MemoryRecord]:
+        return (await super().export(scope, since=since, until=until))[:100]
 
 
 def functions(store: DictStore, *, asynchronous: bool) -> dict[str, Any]:
@@ -124,8 +190,17 @@ def functions(store: DictStore, *, asynchronous: bool) -> dict[str, Any]:
         store.rows.update({r.id: r for r in records if r.id is not None})
         return [r.id for r in records if r.id is not None]
 
-    def search(query: str, scope: MemoryScope, k: int, filters: Mapping[str, MetadataValue] | None) -> Any:
-        hits = store.rank(query, [r for r in store._in(scope) if matches(r, filters)], k)
+    def search(
+        query: str,
+        scope: MemoryScope,
+        k: int,
+        filters: Mapping[str, Any] | None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> Any:
+        hits = store.rank(
+            query, [r for r in store._in(scope) if matches(r, filters) and in_range(r, since, until)], k
+        )
         # Exercise each shape CallableMemory accepts: records, (record, score) pairs.
         return [h.record for h in hits] if not query.strip() else [(h.record, h.score) for h in hits]
 
@@ -139,8 +214,18 @@ def functions(store: DictStore, *, asynchronous: bool) -> dict[str, Any]:
             del store.rows[record_id]
         return len(doomed)
 
-    def export(scope: MemoryScope) -> list[MemoryRecord]:
-        return store._in(scope)
+    def export(
+        scope: MemoryScope, since: datetime | None = None, until: datetime | None = None
+    ) -> list[MemoryRecord]:
+        return [r for r in store._in(scope) if in_range(r, since, until)]
+
+    def update(changes: list[MemoryUpdate], scope: MemoryScope) -> list[str]:
+        return store.run_update(changes, scope)
+
+    def count(
+        scope: MemoryScope, filters: Mapping[str, Any] | None, since: datetime | None, until: datetime | None
+    ) -> int:
+        return store.run_count(scope, filters, since, until)
 
     def purge(now: datetime, created_before: datetime | None) -> int:
         doomed = [
@@ -159,6 +244,8 @@ def functions(store: DictStore, *, asynchronous: bool) -> dict[str, Any]:
         "delete": delete,
         "export": export,
         "purge": purge,
+        "update": update,
+        "count": count,
     }
     if not asynchronous:
         return fns
@@ -209,6 +296,113 @@ class IgnoresFilters(DictStore):
     name = "ignores-filters"
 
     async def search(
-        self, query: str, *, scope: MemoryScope, k: int, filters: Mapping[str, MetadataValue] | None
+        self,
+        query: str,
+        *,
+        scope: MemoryScope,
+        k: int,
+        filters: Mapping[str, Any] | None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> list[MemoryHit]:
-        return await super().search(query, scope=scope, k=k, filters=None)
+        return await super().search(query, scope=scope, k=k, filters=None, since=since, until=until)
+
+
+class IgnoresSince(DictStore):
+    """Broken: declares time ranges but ignores ``since`` (in search, export and count)."""
+
+    name = "ignores-since"
+
+    async def search(
+        self,
+        query: str,
+        *,
+        scope: MemoryScope,
+        k: int,
+        filters: Mapping[str, Any] | None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[MemoryHit]:
+        return await super().search(query, scope=scope, k=k, filters=filters, since=None, until=until)
+
+    async def export(
+        self, scope: MemoryScope, *, since: datetime | None = None, until: datetime | None = None
+    ) -> list[MemoryRecord]:
+        return await super().export(scope, since=None, until=until)
+
+    async def count(
+        self,
+        scope: MemoryScope,
+        *,
+        filters: Mapping[str, Any] | None,
+        since: datetime | None,
+        until: datetime | None,
+    ) -> int:
+        return await super().count(scope, filters=filters, since=None, until=until)
+
+
+def _without_gte(filters: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if not filters:
+        return None
+    out: dict[str, Any] = {}
+    for key, condition in filters.items():
+        if isinstance(condition, Mapping):
+            condition = {op: v for op, v in condition.items() if op != "$gte"}
+            if not condition:
+                continue
+        out[key] = condition
+    return out
+
+
+class IgnoresGte(DictStore):
+    """Broken: declares filter operators but drops every ``$gte`` condition."""
+
+    name = "ignores-gte"
+
+    async def search(
+        self,
+        query: str,
+        *,
+        scope: MemoryScope,
+        k: int,
+        filters: Mapping[str, Any] | None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[MemoryHit]:
+        return await super().search(query, scope=scope, k=k, filters=_without_gte(filters), since=since, until=until)
+
+    async def count(
+        self,
+        scope: MemoryScope,
+        *,
+        filters: Mapping[str, Any] | None,
+        since: datetime | None,
+        until: datetime | None,
+    ) -> int:
+        return await super().count(scope, filters=_without_gte(filters), since=since, until=until)
+
+
+class UpdateMovesScope(DictStore):
+    """Broken: update looks ids up in the whole store and moves the record into the caller's scope."""
+
+    name = "update-moves-scope"
+
+    async def update(self, changes: Sequence[MemoryUpdate], *, scope: MemoryScope) -> list[str]:
+        now = utcnow()
+        done: list[str] = []
+        for change in changes:
+            record = self.rows.get(change.id)
+            if record is None:
+                continue
+            self.rows[change.id] = change.apply(record, now).model_copy(update={"scope": scope})
+            done.append(change.id)
+        return done
+
+
+class UpdateResetsCreatedAt(DictStore):
+    """Broken: update writes the record anew, so ``created_at`` becomes the time of the update."""
+
+    name = "update-resets-created-at"
+
+    def updated(self, change: MemoryUpdate, record: MemoryRecord, now: datetime) -> MemoryRecord:
+        return change.apply(record, now).model_copy(update={"created_at": now})

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # The public surface. Extend it on purpose (sorted), never by accident.
 PUBLIC = [
     "DEFAULT_LIMITS",
+    "OPERATORS",
     "BackendError",
     "CallableEmbedder",
     "CallableMemory",
@@ -43,6 +44,7 @@ PUBLIC = [
     "MemoryScope",
     "MemoryTool",
     "MemoryTools",
+    "MemoryUpdate",
     "MemoryportError",
     "MetadataValue",
     "MissingExtra",
@@ -58,6 +60,7 @@ PUBLIC = [
     "SupportsClose",
     "SupportsSettle",
     "SupportsStats",
+    "TimeBound",
     "ToolContext",
     "ToolError",
     "UnsupportedCapability",

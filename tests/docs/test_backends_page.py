@@ -60,7 +60,7 @@ def _callable(tmp_path: Path) -> frozenset[Capability]:
     def fn(**kwargs: object) -> None:
         return None
 
-    memory = CallableMemory(add=fn, search=fn, get=fn, delete=fn, export=fn, purge=fn)
+    memory = CallableMemory(add=fn, search=fn, get=fn, delete=fn, export=fn, purge=fn, update=fn, count=fn)
     return frozenset(memory.capabilities)
 
 

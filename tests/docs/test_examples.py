@@ -61,6 +61,8 @@ def _env(home: Path) -> dict[str, str]:
         MEM0_DIR=str(home / ".mem0"),
         GRAPHITI_TELEMETRY_ENABLED="false",
         HF_HUB_OFFLINE="1",
+        LANGSMITH_TRACING="false",
+        OPENAI_AGENTS_DISABLE_TRACING="1",
         PYTHONDONTWRITEBYTECODE="1",
     )
     env.pop("PYTHONPATH", None)

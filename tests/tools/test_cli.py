@@ -77,7 +77,7 @@ def test_add_search_export_erase_round_trip(
     code, out, _ = run(capsys, "export", "--db", db, "--user", "ann")
     rows = [json.loads(line) for line in out.splitlines()]
     assert [r["text"] for r in rows] == ["Ann drinks green tea", "Ann prefers window seats"]  # oldest first
-    assert set(rows[0]) == {"id", "scope", "text", "metadata", "created_at", "expires_at"}
+    assert set(rows[0]) == {"id", "scope", "text", "metadata", "created_at", "expires_at", "updated_at"}
 
     code, out, _ = run(capsys, "erase", "--db", db, "--user", "ann", "--session", "chat-7", "--yes")
     assert (code, out) == (0, "erased 1 memory of user=ann session=chat-7\n")
@@ -197,6 +197,23 @@ def test_the_installed_command_in_a_subprocess(tmp_path: Path) -> None:
     wrong = call("search", "--db", str(tmp_path / "missing.db"), "--user", "ann", "tea")
     assert wrong.returncode == 2 and wrong.stdout == ""
     assert wrong.stderr.startswith("memoryport search: error: no memory file at") and "Traceback" not in wrong.stderr
+
+
+def test_python_dash_m_memoryport(tmp_path: Path) -> None:
+    """`python -m memoryport ...`, the form MCP host configurations often use, is the same command line."""
+    db = str(tmp_path / "memory.db")
+
+    def call(*argv: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "memoryport", *argv], input=stdin, capture_output=True, text=True, timeout=60
+        )
+
+    assert call("add", "--db", db, "--user", "ann", "-", stdin="Ann drinks green tea\n").returncode == 0
+    found = call("search", "--db", db, "--user", "ann", "tea")
+    assert found.returncode == 0 and "Ann drinks green tea" in found.stdout, found.stderr
+    helped = call("--help")
+    assert helped.returncode == 0 and "memoryport mcp" in helped.stdout
+    assert call("frobnicate").returncode == 2
 
 
 def test_files_with_vectors_need_the_embedder(capsys: pytest.CaptureFixture[str], db: str) -> None:

@@ -19,6 +19,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "openai": ("httpx",),
     "sentence-transformers": ("sentence-transformers", "torch"),
     "mcp": ("mcp",),
+    "server": ("starlette", "uvicorn"),
     "contracts": ("pytest", "anyio", "hypothesis"),
     "sqlite (newer SQLite)": ("sqlean.py", "pysqlite3-binary"),
 }

@@ -295,11 +295,14 @@ class MemoryTools(Sequence[MemoryTool]):
             return ToolError("unknown_tool", f"there is no tool named {name!r}; use one of {self.names}").as_result()
         if arguments is None or arguments == "" or arguments == b"":
             parsed: Any = {}
-        elif isinstance(arguments, (str, bytes)):
+        elif isinstance(arguments, (str, bytes, bytearray)):
             try:
                 parsed = json.loads(arguments)
             except ValueError:
                 return ToolError("invalid_arguments", "the arguments are not valid JSON").as_result()
+            except RecursionError:
+                # The model controls the text: "[[[[..." nested deeper than Python recurses.
+                return ToolError("invalid_arguments", "the arguments are nested too deeply").as_result()
         else:
             parsed = arguments
         if not isinstance(parsed, Mapping):
@@ -313,7 +316,7 @@ class MemoryTools(Sequence[MemoryTool]):
         self, name: str, arguments: str | bytes | Mapping[str, Any] | None, context: ToolContext
     ) -> dict[str, Any]:
         """Blocking twin of :meth:`dispatch`, for synchronous host loops."""
-        return run_sync(self.dispatch(name, arguments, context), method="dispatch")
+        return run_sync(self.dispatch(name, arguments, context), method="dispatch", owner="tools")
 
     def mcp_server(self, context: ToolContext, *, name: str = "memoryport") -> Server[Any]:
         """An MCP server (official ``mcp`` SDK, extra ``mcp``) serving these tools for ``context``.
