@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 from typing_extensions import TypeVar as DefaultTypeVar
 
 from ._errors import BackendError, InvalidInput, MemoryportError, UnsupportedCapability, UsageError
-from ._events import EventSink, MemoryEvent, _telemetry, current_sink, deliver
+from ._events import EventSink, MemoryEvent, current_sink, deliver, get_telemetry
 from ._filters import OPERATORS, Filters, check_filters, matches, operators_in, split_filters
 from ._port import Capability, MemoryPort, SearchResults, SupportsClose
 from ._records import (
@@ -22,7 +22,7 @@ from ._records import (
     MemoryScope,
     MemoryUpdate,
     SearchMode,
-    _check_scalar,
+    check_scalar,
     new_id,
     utcnow,
 )
@@ -339,7 +339,7 @@ class GuardedMemory(Generic[S]):
             attrs["memory.scope_kind"] = scope.kind
         if k is not None:
             attrs["memory.k"] = k
-        telemetry = _telemetry()
+        telemetry = get_telemetry()
         token = current_sink.set(sink)
         start = time.perf_counter()
         value: T | None = None
@@ -508,7 +508,7 @@ class GuardedMemory(Generic[S]):
                 limit="max_query_chars",
             )
         try:
-            _check_scalar(query, "query")
+            check_scalar(query, "query")
         except ValueError as exc:
             raise InvalidInput(str(exc), field="query") from None
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= self.limits.max_k:

@@ -254,7 +254,7 @@ class MemoryRecord(_Model):
             bad = _bad_chars(key, allow_whitespace_controls=False)
             if bad:
                 raise ValueError(f"key must not contain {bad}")
-            _check_scalar(item, f"value of {key!r}")
+            check_scalar(item, f"value of {key!r}")
         return dict(value)
 
     @field_validator("created_at")
@@ -345,7 +345,7 @@ class MemoryUpdate(_Model):
         return record.model_copy(update=values)
 
 
-def _check_scalar(item: Any, what: str) -> None:
+def check_scalar(item: Any, what: str) -> None:
     if item is None or isinstance(item, bool):
         return
     if isinstance(item, int):
