@@ -11,6 +11,7 @@ from memoryport._errors import BackendError, UsageError
 from memoryport._guard import GuardedMemory, GuardOptions
 from memoryport._port import Capability, SearchResults
 from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate
+from memoryport.storekit import ids_of
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -103,7 +104,7 @@ class CallableStore:
     async def add(self, records: Sequence[MemoryRecord]) -> list[str]:
         ids = await self._call("add", records=list(records))
         if ids is None:  # the host's store keeps the ids the guard assigned
-            return [r.id for r in records if r.id is not None]
+            return ids_of(records)
         return self._list("add", ids, "a list of ids")
 
     def _range(self, since: datetime | None, until: datetime | None) -> dict[str, datetime | None]:

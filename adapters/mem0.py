@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import math
@@ -38,11 +39,12 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 from memoryport._checks import check_int
-from memoryport._errors import BackendError, InvalidInput, MemoryportError, UsageError
+from memoryport._errors import BackendError, InvalidInput, UsageError
 from memoryport._extras import require
 from memoryport._guard import GuardedMemory, GuardOptions
 from memoryport._port import Capability, SearchResults
 from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MetadataValue
+from memoryport.storekit import Undo, chunks, id_of, parse_time, recent
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -91,7 +93,6 @@ _CAPABILITIES = frozenset(
     }
 )
 
-_SQL_CHUNK = 500
 _MISSING = object()
 _PUSHABLE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -149,23 +150,8 @@ def _pushed_filters(filters: Mapping[str, MetadataValue] | None) -> dict[str, An
     }
 
 
-def _parse_time(value: Any) -> datetime | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, datetime):
-        parsed = value
-    else:
-        try:
-            parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-        except ValueError:
-            return None
-    if parsed.tzinfo is None or parsed.tzinfo.utcoffset(parsed) is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    return parsed.astimezone(timezone.utc)
-
-
 def _expiry_of(item: Mapping[str, Any], metadata: dict[str, Any]) -> datetime | None:
-    exact = _parse_time(metadata.pop(EXPIRES_KEY, None))
+    exact = parse_time(metadata.pop(EXPIRES_KEY, None))
     if exact is not None:
         return exact
     day = item.get("expiration_date")
@@ -252,12 +238,10 @@ class Mem0Store:
             if self._async:
                 return await fn(*args, **kwargs)
             return await asyncio.to_thread(self._locked, fn, args, kwargs)
-        except MemoryportError:
-            raise
-        except Exception as exc:
-            if _missing_ok and isinstance(exc, ValueError) and "not found" in str(exc):
+        except ValueError as exc:
+            if _missing_ok and "not found" in str(exc):
                 return _MISSING  # deleted meanwhile by someone else
-            raise self._fail(op, exc) from exc
+            raise  # the guard maps it, as every SDK failure
 
     def _locked(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         with self._lock:
@@ -275,19 +259,14 @@ class Mem0Store:
             with db_lock:
                 return fn(connection)
 
-        try:
-            return await asyncio.to_thread(run)
-        except MemoryportError:
-            raise
-        except Exception as exc:
-            raise self._fail(op, exc) from exc
+        return await asyncio.to_thread(run)
 
     # -- records <-> Mem0 --------------------------------------------------
 
     def _record(self, item: Mapping[str, Any], op: str) -> MemoryRecord:
         metadata = dict(item.get("metadata") or {})
         expires_at = _expiry_of(item, metadata)
-        created = _parse_time(item.get("created_at")) or _parse_time(item.get("updated_at"))
+        created = parse_time(item.get("created_at")) or parse_time(item.get("updated_at"))
         try:
             if created is None:
                 raise ValueError("no creation time")
@@ -345,9 +324,9 @@ class Mem0Store:
         # Mem0 writes the vector first and the history row second: with the
         # history closed, a record would be stored and could not be rolled back.
         self._history_open("add")
-        written: list[str] = []
         ids: list[str] = []
-        try:
+        # A failed batch removes the memories it already wrote (and their history rows).
+        async with Undo("mem0") as undo:
             for record in records:
                 scope_ids, extra = self._payload(record)
                 result = await self._sdk(
@@ -359,21 +338,17 @@ class Mem0Store:
                     **extra,
                 )
                 items = [r for r in (result or {}).get("results", []) if isinstance(r, Mapping) and r.get("id")]
-                written.extend(str(r["id"]) for r in items if r.get("event") == "ADD")
+                added = [str(r["id"]) for r in items if r.get("event") == "ADD"]
+                if added:
+                    undo.push(functools.partial(self._remove, added, "add"))
                 if self.extract:
                     # Mem0 decides what to store; report the first memory it touched.
                     touched = [str(r["id"]) for r in items if r.get("event") in ("ADD", "UPDATE")]
-                    assert record.id is not None
-                    ids.append(touched[0] if touched else record.id)
+                    ids.append(touched[0] if touched else id_of(record))
                 elif len(items) != 1:
                     raise self._fail("add", None, f"mem0 stored {len(items)} memories for one text")
                 else:
                     ids.append(str(items[0]["id"]))
-        except BaseException:
-            if written:
-                with contextlib.suppress(Exception):
-                    await self._remove(written, "add")
-            raise
         return ids
 
     async def search(
@@ -381,12 +356,7 @@ class Mem0Store:
     ) -> list[MemoryHit]:
         if not query.strip():
             # Mem0 refuses an empty query: list the scope, newest first.
-            records = await self._list(scope, filters, "search")
-            records.sort(key=lambda r: (r.created_at, r.id or ""), reverse=True)
-            return SearchResults(
-                [MemoryHit(record=r, score=1.0 / (1 + i), signal="recent") for i, r in enumerate(records[:k])],
-                mode="recent",
-            )
+            return recent(await self._list(scope, filters, "search"), k)
         mem0_filters = {**_pushed_filters(filters), **_scope_filters(scope)}
         # A margin beyond k, so that records tied at the k-th score are all
         # seen and the order of ties (by id) is the same on every call.
@@ -466,7 +436,7 @@ class Mem0Store:
         doomed: list[str] = []
         for row in rows:
             payload = dict(getattr(row, "payload", None) or {})
-            created = _parse_time(payload.get("created_at"))
+            created = parse_time(payload.get("created_at"))
             expires = _expiry_of(payload, payload)
             if (expires is not None and expires <= now) or (
                 created_before is not None and created is not None and created < created_before
@@ -515,8 +485,7 @@ class Mem0Store:
         def run(connection: Any) -> int:
             connection.execute("PRAGMA secure_delete=ON")
             try:
-                for start in range(0, len(ids), _SQL_CHUNK):
-                    chunk = list(ids[start : start + _SQL_CHUNK])
+                for chunk in chunks(ids):
                     marks = ",".join("?" * len(chunk))
                     connection.execute(f"DELETE FROM history WHERE memory_id IN ({marks})", chunk)
                 connection.commit()
@@ -524,8 +493,7 @@ class Mem0Store:
                 connection.rollback()
                 raise
             left = 0
-            for start in range(0, len(ids), _SQL_CHUNK):
-                chunk = list(ids[start : start + _SQL_CHUNK])
+            for chunk in chunks(ids):
                 marks = ",".join("?" * len(chunk))
                 left += connection.execute(
                     f"SELECT count(*) FROM history WHERE memory_id IN ({marks})", chunk
@@ -561,8 +529,7 @@ class Mem0Store:
                 return
             connection.execute("PRAGMA secure_delete=ON")
             try:
-                for start in range(0, len(doomed), _SQL_CHUNK):
-                    chunk = doomed[start : start + _SQL_CHUNK]
+                for chunk in chunks(doomed):
                     connection.execute(f"DELETE FROM messages WHERE id IN ({','.join('?' * len(chunk))})", chunk)
                 connection.commit()
             except BaseException:
@@ -573,12 +540,7 @@ class Mem0Store:
 
     async def _store_call(self, op: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Call a method of Mem0's (synchronous) vector store in a worker thread."""
-        try:
-            return await asyncio.to_thread(self._locked, fn, args, kwargs)
-        except MemoryportError:
-            raise
-        except Exception as exc:
-            raise self._fail(op, exc) from exc
+        return await asyncio.to_thread(self._locked, fn, args, kwargs)
 
     async def _forget_entities(self, scope: MemoryScope) -> None:
         # With extract=True and spaCy installed, Mem0 keeps entity names per

@@ -20,6 +20,7 @@ for everything still pending.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import itertools
 import logging
@@ -30,7 +31,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from memoryport._errors import BackendError, InvalidInput, MemoryportError, UnsupportedCapability, UsageError
+from memoryport._errors import BackendError, MemoryportError, UnsupportedCapability, UsageError
 from memoryport._extras import require
 from memoryport._guard import GuardedMemory, GuardOptions
 from memoryport._port import Capability, SearchResults
@@ -41,6 +42,7 @@ from memoryport._records import (
     MetadataValue,
     pseudonym,
 )
+from memoryport.storekit import Undo, duplicate_id, id_of, ids_of, parse_time, recent
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -76,18 +78,6 @@ def zep_user_id_for(user_id: str, *, prefix: str = "mp-", hash_key: bytes | str 
 
 def _iso(value: datetime) -> str:
     return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
-
-
-def _parse_time(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        return parsed.replace(tzinfo=timezone.utc)
-    return parsed.astimezone(timezone.utc)
 
 
 def _is_zep_uuid(value: str) -> bool:
@@ -194,20 +184,6 @@ class ZepStore:
 
         return await asyncio.to_thread(run)
 
-    def _fail(self, op: str, exc: BaseException) -> BackendError:
-        status = getattr(exc, "status_code", None)
-        detail = f" (HTTP {status})" if isinstance(status, int) else ""
-        logger.warning("zep: %s failed: %s%s", op, type(exc).__name__, detail)
-        return BackendError(f"zep failed in {op}: {type(exc).__name__}{detail}", backend=self.name, operation=op)
-
-    async def _guarded(self, op: str, work: Callable[[], Awaitable[T]]) -> T:
-        try:
-            return await work()
-        except MemoryportError:
-            raise
-        except Exception as exc:
-            raise self._fail(op, exc) from exc
-
     # -- users -------------------------------------------------------------------
 
     def zep_user_id(self, scope: MemoryScope) -> str:
@@ -220,6 +196,13 @@ class ZepStore:
         if scope.user_id is None:  # the guard refuses session/agent-only scopes first
             raise UsageError("ZepMemory needs MemoryScope(user_id=...)")
         return zep_user_id_for(scope.user_id, prefix=self._prefix, hash_key=self._hash_key)
+
+    async def _known_user(self, scope: MemoryScope) -> str:
+        """The Zep user uuid of ``scope``, created when absent."""
+        user = await self._user(scope, create=True)
+        if user is None:  # _user(create=True) returns a uuid or raises
+            raise BackendError("zep returned no user", backend=self.name, operation="user")
+        return user
 
     async def _user(self, scope: MemoryScope, *, create: bool) -> str | None:
         """The Zep user uuid for ``scope``; created when ``create`` and absent."""
@@ -332,15 +315,21 @@ class ZepStore:
         """
         pending = sorted(self._pending)
         if pending:
-            await self._guarded("settle", lambda: self._wait_for(pending, "settle"))
+            try:
+                await self._wait_for(pending, "settle")
+            except MemoryportError:
+                raise
+            except Exception as exc:  # called by hosts directly, not through the guard: map here
+                error = type(exc).__name__
+                raise BackendError(f"zep failed in settle: {error}", backend=self.name, operation="settle") from exc
 
     # -- episodes <-> records ----------------------------------------------------
 
     def _record(self, episode: Any, scope: MemoryScope) -> MemoryRecord:
         metadata = episode.metadata or {}
         record_id = metadata.get(_META_ID)
-        created = _parse_time(metadata.get(_META_CREATED)) or _parse_time(episode.reference_time)
-        created = created or _parse_time(episode.created_at)
+        created = parse_time(metadata.get(_META_CREATED)) or parse_time(episode.reference_time)
+        created = created or parse_time(episode.created_at)
         if not isinstance(record_id, str) or not record_id:
             record_id = episode.uuid_  # an episode not written by memoryport: its own uuid is its id
         if not record_id or created is None or not episode.content:
@@ -391,37 +380,31 @@ class ZepStore:
     # -- the port ----------------------------------------------------------------
 
     async def add(self, records: Sequence[MemoryRecord]) -> list[str]:
-        return await self._guarded("add", lambda: self._add(records))
-
-    async def _add(self, records: Sequence[MemoryRecord]) -> list[str]:
-        added: list[tuple[str, str]] = []  # (user uuid, episode uuid), for the rollback
         tasks: list[str | None] = []
+        undo = Undo("zep")
 
         async def one(record: MemoryRecord) -> None:
-            user = await self._user(record.scope, create=True)
-            assert user is not None
+            user = await self._known_user(record.scope)
             when = _iso(record.created_at)
             try:
                 result = await self._add_episode(user, record, when)
             except self._errors.NotFoundError:
                 # Our cached user was deleted elsewhere: resolve again, once.
                 self._forget_user(record.scope, user)
-                user = await self._user(record.scope, create=True)
-                assert user is not None
+                user = await self._known_user(record.scope)
                 result = await self._add_episode(user, record, when)
             episode = result.episode
             if episode is None or not episode.uuid_:
                 raise BackendError("zep accepted an episode but returned no uuid", backend=self.name, operation="add")
-            added.append((user, str(episode.uuid_)))
+            undo.push(functools.partial(self._call, self._client.graph.episode.delete, user, str(episode.uuid_)))
             tasks.append(result.task.uuid_ if result.task is not None else None)
 
-        try:
+        async with undo:  # a failed batch deletes the episodes it wrote: nothing half-written stays
             # Users first, one at a time, so a batch never races itself into a 409.
             by_user: dict[str, tuple[MemoryScope, list[tuple[int, str]]]] = {}
             for i, record in enumerate(records):
-                user = await self._user(record.scope, create=True)
-                assert user is not None and record.id is not None
-                by_user.setdefault(user, (record.scope, []))[1].append((i, record.id))
+                user = await self._known_user(record.scope)
+                by_user.setdefault(user, (record.scope, []))[1].append((i, id_of(record)))
             for user, (scope, items) in by_user.items():
                 try:
                     await self._refuse_existing(user, items)
@@ -431,19 +414,13 @@ class ZepStore:
                     await self._user(scope, create=True)
             await self._map(one, records)
             await self._settle(tasks, "add")
-        except BaseException:
-            await self._rollback(added)
-            raise
-        return [r.id for r in records if r.id is not None]
+        return ids_of(records)
 
     async def _refuse_existing(self, user: str, items: Sequence[tuple[int, str]]) -> None:
         """Ids are unique within a user, as everywhere in memoryport: refuse a stored one."""
         found = await self._find(user, [record_id for _, record_id in items])
         if found:
-            index = min(i for i, record_id in items if record_id in found)
-            raise InvalidInput(
-                f"records[{index}].id is already stored; ids must be unique", field=f"records[{index}].id"
-            )
+            raise duplicate_id(min(i for i, record_id in items if record_id in found))
 
     async def _add_episode(self, user: str, record: MemoryRecord, when: str) -> Any:
         return await self._call(
@@ -456,33 +433,17 @@ class ZepStore:
             source_description=_SOURCE,
         )
 
-    async def _rollback(self, added: Sequence[tuple[str, str]]) -> None:
-        """Undo the episodes of a failed batch, so nothing half-written stays."""
-        for user, episode_uuid in added:
-            try:
-                await self._call(self._client.graph.episode.delete, user, episode_uuid)
-            except Exception as exc:  # the original failure is what the caller needs to see
-                logger.warning("zep: rollback after a failed add failed: %s", type(exc).__name__)
-
     async def search(
         self, query: str, *, scope: MemoryScope, k: int, filters: Mapping[str, MetadataValue] | None
     ) -> list[MemoryHit]:
         if filters:  # the guard refuses filters first; a second line
             raise UnsupportedCapability("zep has no filters here", capability="filters", backend=self.name)
-        return await self._guarded("search", lambda: self._search(query, scope, k))
-
-    async def _search(self, query: str, scope: MemoryScope, k: int) -> SearchResults:
         user = await self._user(scope, create=False)
         if user is None:
             return SearchResults(mode="recent" if not query.strip() else "backend")
         if not query.strip():
             # Zep orders lists by its own ingestion time; ours is in metadata, so sort here.
-            records = sorted(
-                (self._record(e, scope) for e in await self._all_episodes(user)),
-                key=lambda r: r.created_at,
-                reverse=True,
-            )
-            return SearchResults([MemoryHit(record=r, score=0.0, signal="recent") for r in records[:k]], mode="recent")
+            return recent((self._record(e, scope) for e in await self._all_episodes(user)), k)
         kwargs: dict[str, Any] = {"query": query, "page_size": min(k, _SEARCH_PAGE)}
         if self._reranker is not None:
             kwargs["reranker"] = self._reranker
@@ -498,23 +459,17 @@ class ZepStore:
         return SearchResults(hits, mode="backend")
 
     async def get(self, id: str, *, scope: MemoryScope) -> MemoryRecord | None:
-        async def work() -> MemoryRecord | None:
-            user = await self._user(scope, create=False)
-            if user is None:
-                return None
-            try:
-                episode = (await self._find(user, [id])).get(id)
-            except self._errors.NotFoundError:
-                self._forget_user(scope)
-                return None
-            return None if episode is None else self._record(episode, scope)
-
-        return await self._guarded("get", work)
+        user = await self._user(scope, create=False)
+        if user is None:
+            return None
+        try:
+            episode = (await self._find(user, [id])).get(id)
+        except self._errors.NotFoundError:
+            self._forget_user(scope)
+            return None
+        return None if episode is None else self._record(episode, scope)
 
     async def delete(self, ids: Sequence[str] | None, *, scope: MemoryScope) -> int:
-        return await self._guarded("delete", lambda: self._delete(ids, scope))
-
-    async def _delete(self, ids: Sequence[str] | None, scope: MemoryScope) -> int:
         user = await self._user(scope, create=False)
         if user is None:
             return 0
@@ -545,13 +500,10 @@ class ZepStore:
         return sum(1 for o in outcomes if o is not None)
 
     async def export(self, scope: MemoryScope) -> list[MemoryRecord]:
-        async def work() -> list[MemoryRecord]:
-            user = await self._user(scope, create=False)
-            if user is None:
-                return []
-            return [self._record(e, scope) for e in await self._all_episodes(user)]
-
-        return await self._guarded("export", work)
+        user = await self._user(scope, create=False)
+        if user is None:
+            return []
+        return [self._record(e, scope) for e in await self._all_episodes(user)]
 
     async def purge(self, *, now: datetime, created_before: datetime | None) -> int:
         raise UnsupportedCapability("zep cannot purge", capability="purge", backend=self.name)

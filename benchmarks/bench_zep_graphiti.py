@@ -27,10 +27,11 @@ import test_graphiti as tg
 import test_zep as tz
 from graphiti_core.edges import EntityEdge, EpisodicEdge
 from graphiti_core.nodes import EntityNode, EpisodeType, EpisodicNode
+from graphiti_core.search.search_config import EdgeReranker, EdgeSearchConfig, EdgeSearchMethod, SearchConfig
 from graphiti_core.utils.bulk_utils import add_nodes_and_edges_bulk
 
 from memoryport import MemoryRecord, MemoryScope
-from memoryport.adapters.graphiti import GraphitiMemory, _Sdk
+from memoryport.adapters.graphiti import GraphitiMemory
 from memoryport.adapters.zep import ZepMemory
 
 
@@ -90,7 +91,13 @@ async def graphiti_round(n: int) -> dict[str, float]:
         )
     await add_nodes_and_edges_bulk(g.driver, eps, mentions, [user], facts, g.embedder)
     out["graphiti add / text (raw SDK)"] = (time.perf_counter() - t0) * 1000 / n
-    config = _Sdk().search_config(10)
+    # The adapter's search, spelled out with graphiti_core: facts only, BM25 + cosine fused by RRF.
+    config = SearchConfig(
+        edge_config=EdgeSearchConfig(
+            search_methods=[EdgeSearchMethod.bm25, EdgeSearchMethod.cosine_similarity], reranker=EdgeReranker.rrf
+        ),
+        limit=10,
+    )
     out["graphiti search (raw SDK)"] = await timed(
         lambda: g.search_("note things", config=config, group_ids=[group]), 20
     )

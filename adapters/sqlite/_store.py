@@ -29,6 +29,7 @@ from memoryport._errors import BackendError, EmbedderMismatch, EmbeddingError, I
 from memoryport._port import Capability, SearchResults
 from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MetadataValue, SearchMode, utcnow
 from memoryport._rerank import RerankerPort
+from memoryport.storekit import chunks, duplicate_id, ids_of
 
 from ._driver import load_driver, version_tuple
 from ._fts import like_patterns, match_expression
@@ -185,8 +186,7 @@ def _varint(blob: bytes) -> int:
 def _doc_sizes(conn: Conn, rids: Sequence[int]) -> dict[int, int]:
     """Words in each record's text, from FTS5's own ``docsize`` table."""
     sizes: dict[int, int] = {}
-    for i in range(0, len(rids), 500):
-        chunk = list(rids[i : i + 500])
+    for chunk in chunks(rids):
         for rid, blob in conn.execute(
             f"SELECT id, sz FROM records_fts_docsize WHERE id IN ({','.join('?' * len(chunk))})", chunk
         ):
@@ -742,20 +742,16 @@ class SQLiteStore:
         if erased:
             self.checkpoint()
         self._extend_cache(records, vectors, base, gen, old, erased)
-        return [r.id for r in records if r.id is not None]
+        return ids_of(records)
 
     def _raise_duplicate(self, conn: Conn, records: Sequence[MemoryRecord]) -> None:
-        ids = [r.id for r in records]
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
+        ids = ids_of(records)
+        for chunk in chunks(ids):
             row = conn.execute(
                 f"SELECT id FROM records WHERE id IN ({','.join('?' * len(chunk))}) LIMIT 1", chunk
             ).fetchone()
             if row is not None:
-                index = ids.index(row[0])
-                raise InvalidInput(
-                    f"records[{index}].id is already stored; ids must be unique", field=f"records[{index}].id"
-                )
+                raise duplicate_id(ids.index(row[0]))
 
     def _extend_cache(
         self,
@@ -795,8 +791,7 @@ class SQLiteStore:
             if ids is None:
                 rows = conn.execute(f"SELECT rid, text, user_id FROM records r WHERE {where}", params).fetchall()
             else:
-                for i in range(0, len(ids), 500):
-                    chunk = list(ids[i : i + 500])
+                for chunk in chunks(ids):
                     rows += conn.execute(
                         f"SELECT rid, text, user_id FROM records r WHERE {where} "
                         f"AND r.id IN ({','.join('?' * len(chunk))})",
@@ -1034,8 +1029,7 @@ class SQLiteStore:
     ) -> set[int]:
         """The subset of ``rids`` in scope, alive and matching the filters."""
         keep: set[int] = set()
-        for i in range(0, len(rids), 500):
-            chunk = list(rids[i : i + 500])
+        for chunk in chunks(rids):
             keep.update(
                 r[0]
                 for r in conn.execute(

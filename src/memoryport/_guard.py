@@ -354,9 +354,12 @@ class GuardedMemory(Generic[S]):
                     raise
                 except Exception as exc:
                     error = type(exc).__name__
-                    logger.warning("backend %r failed in %s: %s", self._backend, operation, error)
+                    # An HTTP SDK's status says which failure it was, and carries no text.
+                    status = getattr(exc, "status_code", None)
+                    detail = f" (HTTP {status})" if type(status) is int else ""
+                    logger.warning("backend %r failed in %s: %s%s", self._backend, operation, error, detail)
                     raise BackendError(
-                        f"backend {self._backend!r} failed in {operation}: {error}",
+                        f"backend {self._backend!r} failed in {operation}: {error}{detail}",
                         backend=self._backend,
                         operation=operation,
                     ) from exc
@@ -427,12 +430,12 @@ class GuardedMemory(Generic[S]):
                 self._require(Capability.METADATA, f"{field}.metadata")
             if record.expires_at is not None:
                 self._require(Capability.EXPIRY, f"{field}.expires_at")
+            record_id = record.id if record.id is not None else new_id()
             if record.id is None:
-                record = record.model_copy(update={"id": new_id()})
-            assert record.id is not None
-            if record.id in seen:
+                record = record.model_copy(update={"id": record_id})
+            if record_id in seen:
                 raise InvalidInput(f"{field}.id repeats an id earlier in the batch", field=f"{field}.id")
-            seen.add(record.id)
+            seen.add(record_id)
             prepared.append(record)
 
         async def call() -> list[str]:

@@ -6,7 +6,6 @@ import pytest
 from tools_support import DictStore
 
 from memoryport import GuardedMemory
-from memoryport.adapters.callable import CallableStore
 
 
 @pytest.fixture
@@ -15,7 +14,7 @@ def store() -> DictStore:
 
 
 @pytest.fixture
-def memory(store: DictStore) -> GuardedMemory[CallableStore]:
+def memory(store: DictStore) -> GuardedMemory[DictStore]:
     return store.memory()
 
 

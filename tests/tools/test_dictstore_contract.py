@@ -8,13 +8,12 @@ import pytest
 from tools_support import DictStore
 
 from memoryport import GuardedMemory
-from memoryport.adapters.callable import CallableStore
 from memoryport.contracts import MemoryContract
 
 
 class TestToolsDictStore(MemoryContract):
     @pytest.fixture
-    async def memory(self) -> AsyncIterator[GuardedMemory[CallableStore]]:
+    async def memory(self) -> AsyncIterator[GuardedMemory[DictStore]]:
         m = DictStore().memory()
         yield m
         await m.aclose()
@@ -22,7 +21,7 @@ class TestToolsDictStore(MemoryContract):
 
 class TestToolsDictStoreUserOnly(MemoryContract):
     @pytest.fixture
-    async def memory(self) -> AsyncIterator[GuardedMemory[CallableStore]]:
+    async def memory(self) -> AsyncIterator[GuardedMemory[DictStore]]:
         m = DictStore().user_only_memory()
         yield m
         await m.aclose()
