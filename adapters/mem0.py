@@ -1,5 +1,8 @@
 """Mem0Memory: memoryport over the open-source Mem0 ``Memory`` / ``AsyncMemory``.
 
+(Over 500 lines: erasing from Mem0 means reaching three stores of its own, the
+vector store, the history database and the message/entity logs.)
+
 The host builds the Mem0 client (its vector store, embedder, history database,
 keys) and hands it over; this module never reads an API key. Mem0 is imported
 only when a :class:`Mem0Store` is constructed, so ``import memoryport`` stays

@@ -1,5 +1,8 @@
 """ZepMemory: memories as episodes in Zep's user graphs (extra ``zep``, zep-cloud 4.x, API v4).
 
+(Over 500 lines: Zep's writes are asynchronous tasks, so users, task polling
+and settling are this adapter's own.)
+
 Each memoryport user is one Zep user whose external ``user_id`` is
 ``"mp-"`` followed by the hex SHA-256 of the memoryport user id (or its
 HMAC-SHA-256 under ``hash_key``), so no user id reaches Zep. The Zep user is

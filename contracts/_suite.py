@@ -1,4 +1,8 @@
-"""MemoryContract: the tests every memoryport backend must pass."""
+"""MemoryContract: the tests every memoryport backend must pass.
+
+Long on purpose: one class a store owner subclasses, each test's docstring its
+manual; split, a reader would chase one contract across files.
+"""
 
 from __future__ import annotations
 

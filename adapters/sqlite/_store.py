@@ -1,6 +1,8 @@
 """The SQLite port: schema, migrations, worker threads, search and erasure.
 
 Plain storage behind :class:`memoryport.GuardedMemory`; see ``docs/sqlite.md``.
+Over 500 lines for now: issue 11 splits it along its seams (schema and
+migrations, connections, SQL, keyword engines, vector cache, re-embedding).
 """
 
 from __future__ import annotations

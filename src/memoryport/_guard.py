@@ -1,4 +1,9 @@
-"""GuardedMemory: the one façade in front of every backend."""
+"""GuardedMemory: the one façade in front of every backend.
+
+Long on purpose: it is the one place every check, refusal, filter on the way
+out, event and blocking twin lives, for every store (the ways in and out of
+each operation side by side read better than spread over modules).
+"""
 
 from __future__ import annotations
 
@@ -808,13 +813,7 @@ class GuardedMemory(Generic[S]):
 
         async def call() -> int:
             n = await self._store.count(checked, filters=pushed, since=start, until=end)  # type: ignore[attr-defined]
-            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-                raise BackendError(
-                    f"backend {self._backend!r} returned {n!r} from count, not a count",
-                    backend=self._backend,
-                    operation="count",
-                )
-            return n
+            return self._count(n, "count")
 
         return await self._run("count", "memory.counted", call, lambda n: n, ctx, scope=checked)
 

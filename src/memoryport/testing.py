@@ -73,7 +73,7 @@ class InMemoryStore:
         self.capabilities: frozenset[Capability] = (
             frozenset(Capability) - {Capability.VECTOR_SEARCH}
             if capabilities is None
-            else frozenset(Capability(c) for c in capabilities)
+            else frozenset(capabilities)
         )
         self.name = name
 

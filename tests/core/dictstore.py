@@ -32,8 +32,10 @@ def in_range(record: MemoryRecord, since: datetime | None, until: datetime | Non
 class DictStore(InMemoryStore):
     """The public reference store, named "dict": what the suite certifies (the broken ones below subclass it)."""
 
+    name = "dict"  # each broken variant below names itself
+
     def __init__(self, capabilities: frozenset[Capability] = ALL) -> None:
-        super().__init__(capabilities=capabilities, name="dict")
+        super().__init__(capabilities=capabilities, name=type(self).name)
 
     def _in(self, scope: MemoryScope) -> list[MemoryRecord]:
         return self.in_scope(scope)
