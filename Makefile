@@ -17,6 +17,8 @@ $(STAMP): pyproject.toml Makefile
 	# torch first (pinned CPU wheel), then sentence-transformers (~30 s, ~1.2 GB).
 	$(BIN)/python -m pip install -q "torch==2.13.0"
 	$(BIN)/python -m pip install -q "sentence-transformers>=3"
+	# The dashboard's browser tests drive Debian's chromium with Playwright (which cannot download a browser here).
+	test -x /usr/bin/chromium || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -23,6 +23,10 @@ class _Store:
     capabilities: frozenset[Capability] | None = None
     results: dict[str, str] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
+    #: test name -> the phases ("setup", "teardown") that raised: pytest reports each as an error.
+    errors: dict[str, list[str]] = field(default_factory=dict)
+    #: outcome -> how many reports pytest counts so (a failed call and a failed teardown are two).
+    tally: dict[str, int] = field(default_factory=dict)
 
 
 _stores: dict[str, _Store] = {}
@@ -61,18 +65,29 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Fold each phase's outcome into the test's result (a failing phase wins)."""
+    """Record each phase's outcome, and count it the way pytest's own summary line does.
+
+    A test's result is its call's outcome (or ``error`` when its setup failed);
+    a failing setup or teardown is also listed as an error of that phase, and
+    counted as one, as pytest counts it: a test that fails and then errors in
+    teardown is "1 failed, 1 error" in both summaries.
+    """
     found = _nodes.get(report.nodeid)
     if found is None:
         return
     store = _stores[found[0]]
     name = found[1]
-    current = store.results.get(name, "not run")
     if hasattr(report, "wasxfail"):
         outcome = "xpassed" if report.passed else "xfailed"
         store.reasons[name] = str(report.wasxfail)
     elif report.failed:
-        outcome = "failed" if report.when == "call" else "error"
+        if report.when != "call":
+            store.errors.setdefault(name, []).append(report.when)
+            store.tally["error"] = store.tally.get("error", 0) + 1
+            if report.when == "setup":
+                store.results[name] = "error"
+            return
+        outcome = "failed"
     elif report.skipped:
         outcome = "skipped"
         longrepr = report.longrepr
@@ -82,9 +97,18 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         outcome = "passed"
     else:
         return
-    if current in {"failed", "error", "xpassed"}:
-        return
+    store.tally[outcome] = store.tally.get(outcome, 0) + 1
     store.results[name] = outcome
+
+
+def summary_line(tally: dict[str, int]) -> str:
+    """Counts worded and ordered as pytest's final line words them ("1 failed, 2 errors, 3 passed")."""
+    order = ["failed", "passed", "skipped", "xfailed", "xpassed", "error"]
+    parts = []
+    for outcome in sorted(tally, key=lambda o: order.index(o) if o in order else len(order)):
+        n = tally[outcome]
+        parts.append(f"{n} {outcome}{'s' if outcome == 'error' and n != 1 else ''}")
+    return ", ".join(parts)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -96,6 +120,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     write = terminalreporter.write_line
     terminalreporter.write_sep("=", "memoryport contract suite")
     width = max(len(n) for n in CONTRACT_TESTS)
+    total: dict[str, int] = {}
     for nodeid, store in sorted(_stores.items()):
         write(f"{nodeid}  (backend {store.backend!r})")
         if store.capabilities is not None:
@@ -115,9 +140,13 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             ):
                 outcome = "passed (undeclared: refusal checked)"
             reason = f"  ({store.reasons[name]})" if name in store.reasons else ""
-            symbol = _SYMBOL.get(outcome.split()[0], "?")
+            errors = store.errors.get(name, [])
+            symbol = "❌" if errors else _SYMBOL.get(outcome.split()[0], "?")
+            if errors and outcome != "error":
+                outcome += ", error in " + " and ".join(errors)
             write(f"  {symbol} {name:<{width}}  {needs:<15} {kind:<8} {outcome}{reason}")
-        counts: dict[str, int] = {}
-        for outcome in store.results.values():
-            counts[outcome] = counts.get(outcome, 0) + 1
-        write("  " + ", ".join(f"{n} {o}" for o, n in sorted(counts.items())))
+        not_run = sum(1 for outcome in store.results.values() if outcome == "not run")
+        write("  " + summary_line(store.tally) + (f", {not_run} not run" if not_run else ""))
+        for outcome, n in store.tally.items():
+            total[outcome] = total.get(outcome, 0) + n
+    write(f"contract tests of all stores: {summary_line(total)}")

@@ -24,6 +24,8 @@ from memoryport._guard import GuardedMemory
 from memoryport._port import Capability, SupportsSettle
 from memoryport._records import MemoryHit, MemoryRecord, MemoryScope
 
+from ._port_tests import PORT_BASE_TESTS, PORT_TESTS, PortContract
+
 __all__ = ["BASE_TESTS", "CONTRACT_TESTS", "MemoryContract"]
 
 # What each contract test depends on (None: nothing, it runs the same on every
@@ -49,6 +51,7 @@ CONTRACT_TESTS: dict[str, Capability | None] = {
     "test_purge_removes_expired_records": Capability.PURGE,
     "test_keyword_search_finds_words": Capability.KEYWORD_SEARCH,
     "test_vector_search_ranks_identical_text_first": Capability.VECTOR_SEARCH,
+    **PORT_TESTS,
     "test_invalid_input_is_refused_and_nothing_stored": None,
     "test_sync_twins_give_what_async_gives": None,
     "test_sync_twin_inside_event_loop_names_await": None,
@@ -77,6 +80,7 @@ BASE_TESTS: frozenset[str] = frozenset(
         "test_events_carry_no_content",
         "test_random_operations_match_a_model",
         "test_no_silent_opt_outs",
+        *PORT_BASE_TESTS,
     }
 )
 
@@ -112,7 +116,7 @@ class _Op:
     pick: int = 0
 
 
-class MemoryContract:
+class MemoryContract(PortContract):
     """Subclass this and override the ``memory`` fixture to certify a store.
 
     Every test picks fresh random scopes, so the store need not be empty, and

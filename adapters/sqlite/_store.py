@@ -14,13 +14,15 @@ import heapq
 import json
 import logging
 import os
+import tempfile
 import threading
 import time
+import urllib.request
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 import numpy as np
 
@@ -29,12 +31,15 @@ from memoryport._checks import check_int, check_number
 from memoryport._embedding import EmbeddingPort, check_matrix
 from memoryport._errors import BackendError, EmbedderMismatch, EmbeddingError, InvalidInput, UsageError
 from memoryport._port import Capability, SearchResults
-from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MetadataValue, SearchMode, utcnow
+from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate, MetadataValue, SearchMode, utcnow
 from memoryport._rerank import RerankerPort
 from memoryport.storekit import chunks, duplicate_id, ids_of
 
 from ._driver import load_driver, version_tuple
 from ._fts import like_patterns, match_expression
+from ._where import Where, meta_row, where_sql
+
+_Cond = Union[Where, Mapping[str, Any], None]
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -77,6 +82,7 @@ MIGRATIONS: list[tuple[str, ...]] = [
             WITHOUT ROWID""",
         "INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', 0), ('records', 0)",
     ),
+    ("ALTER TABLE records ADD COLUMN updated_at INTEGER",),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -107,15 +113,7 @@ def tenant_token(user_id: str | None) -> str:
 
 def _meta_row(key: str, value: MetadataValue) -> tuple[str, str, Any]:
     """(key, tag, value) for the metadata side table; the tag keeps JSON types apart."""
-    if value is None:
-        return key, "z", None
-    if isinstance(value, bool):
-        return key, "b", int(value)
-    if isinstance(value, int):
-        return (key, "N", str(value)) if not -_BIG <= value < _BIG else (key, "n", value)
-    if isinstance(value, float):
-        return key, "n", value
-    return key, "s", value
+    return meta_row(key, value)
 
 
 def _scope_sql(scope: MemoryScope, alias: str = "r") -> tuple[str, list[Any]]:
@@ -130,18 +128,9 @@ def _scope_sql(scope: MemoryScope, alias: str = "r") -> tuple[str, list[Any]]:
     return " AND ".join(conds), params
 
 
-def _filter_sql(filters: Mapping[str, MetadataValue] | None, alias: str = "r") -> tuple[str, list[Any]]:
-    if not filters:
-        return "", []
-    sql: list[str] = []
-    params: list[Any] = []
-    for key, value in filters.items():
-        sql.append(
-            f" AND EXISTS (SELECT 1 FROM record_meta m WHERE m.rid = {alias}.rid "
-            "AND m.key = ? AND m.tag = ? AND m.value IS ?)"
-        )
-        params.extend(_meta_row(key, value))
-    return "".join(sql), params
+def _filter_sql(filters: _Cond, alias: str = "r", created: str | None = None) -> tuple[str, list[Any]]:
+    """Filters (operators included) and the time range as `` AND ...``; see ``_where.py``."""
+    return where_sql(filters, alias, created)
 
 
 async def _embed(embedder: EmbeddingPort, texts: list[str]) -> F32:
@@ -201,13 +190,15 @@ def _normalise(matrix: F32) -> F32:
     return np.ascontiguousarray(matrix / np.maximum(norms, 1e-12), dtype=np.float32)
 
 
-_COLUMNS = "r.rid, r.id, r.user_id, r.session_id, r.agent_id, r.text, r.metadata, r.created_at, r.expires_at"
+_COLUMNS = (
+    "r.rid, r.id, r.user_id, r.session_id, r.agent_id, r.text, r.metadata, r.created_at, r.expires_at, r.updated_at"
+)
 
 
 def _record(row: Sequence[Any]) -> MemoryRecord:
     # Rows were validated on the way in; re-validating every text on every read
     # would cost ~50 µs per hit (more than a 10k-vector scan), so construct directly.
-    _, rid, user, session, agent, text, metadata, created, expires = row
+    _, rid, user, session, agent, text, metadata, created, expires, updated = row
     return MemoryRecord.model_construct(
         id=rid,
         scope=MemoryScope.model_construct(user_id=user, session_id=session, agent_id=agent),
@@ -215,6 +206,7 @@ def _record(row: Sequence[Any]) -> MemoryRecord:
         metadata=json.loads(metadata) if metadata else {},
         created_at=_dt(created),
         expires_at=None if expires is None else _dt(expires),
+        updated_at=None if updated is None else _dt(updated),
     )
 
 
@@ -263,6 +255,33 @@ def _key(scope: MemoryScope) -> _ScopeKey:
 
 def _covers(key: _ScopeKey, record: MemoryRecord) -> bool:
     return MemoryScope.model_construct(user_id=key[0], session_id=key[1], agent_id=key[2]).covers(record.scope)
+
+
+def _meta_int(path: str, key: str, value: Any) -> int:
+    """An integer setting of the file's ``meta`` table, or a typed error naming the file and key."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().isdigit() and len(value) < 20:
+        return int(value)
+    state = "missing" if value is None else f"{str(value)[:40]!r}, not an integer"
+    raise UsageError(f"{path}: meta.{key} is {state}; the file is damaged or was not written by memoryport")
+
+
+def _writable(path: str, *, folder: bool = False) -> bool:
+    """Whether this process may write ``path`` (a file, or a folder to create -wal/-shm in)."""
+    if folder:
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".memoryport-probe-", dir=path)
+        except OSError:
+            return False
+        os.close(fd)
+        os.unlink(probe)
+        return True
+    try:
+        os.close(os.open(path, os.O_RDWR))
+    except OSError:
+        return False
+    return True
 
 
 def _is_busy(exc: BaseException) -> bool:
@@ -346,18 +365,11 @@ class SQLiteStore:
         self._cache: OrderedDict[_ScopeKey, _Block] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._closed = False
+        # Why the file is open read-only (None: read-write); see _open_any.
+        self.read_only: str | None = None
+        self._ro_mode = "mode=ro"
         self._create_file()
-        try:
-            self.keyword_index = self._open(use_fts5)
-        except self.driver.DatabaseError as exc:
-            self._close_connections()
-            if isinstance(exc, self.driver.OperationalError):  # locked, read-only, ...: not the file's fault
-                raise
-            # "file is not a database", "database disk image is malformed": the path is wrong.
-            raise UsageError(f"{self.path} cannot be opened as a memoryport SQLite file: {exc}") from exc
-        except BaseException:
-            self._close_connections()
-            raise
+        self.keyword_index = self._open_any(use_fts5)
         self.fts_secure_delete = self.keyword_index == "fts5" and self.sqlite_version >= _SECURE_DELETE_FTS5
         caps = {
             Capability.SESSION_SCOPE,
@@ -370,6 +382,10 @@ class SQLiteStore:
             Capability.DELETE,
             Capability.EXPORT,
             Capability.PURGE,
+            Capability.UPDATE,
+            Capability.COUNT,
+            Capability.TIME_RANGE,
+            Capability.FILTER_OPERATORS,
         }
         if embedder is not None:
             caps.add(Capability.VECTOR_SEARCH)
@@ -379,6 +395,70 @@ class SQLiteStore:
         self._numpy = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memoryport-sqlite-numpy")
 
     # -- files and connections -------------------------------------------
+
+    def _open_any(self, use_fts5: bool) -> str:
+        """Open read-write, or read-only when the file or its folder cannot be written; typed errors only."""
+        try:
+            return self._open(use_fts5)
+        except self.driver.OperationalError as exc:
+            self._close_connections()
+            if _is_busy(exc) or not self._cannot_write():
+                raise BackendError(
+                    f"SQLite {self.path} could not be opened: {exc}", backend=self.name, operation="open"
+                ) from exc
+        except self.driver.DatabaseError as exc:
+            self._close_connections()
+            # "file is not a database", "database disk image is malformed": the path is wrong.
+            raise UsageError(f"{self.path} cannot be opened as a memoryport SQLite file: {exc}") from exc
+        except BaseException:
+            self._close_connections()
+            raise
+        # The file, or its folder (where SQLite keeps -wal and -shm), is not writable
+        # by this process: open for reading, and refuse writes with a clear error.
+        folder = os.path.dirname(os.path.abspath(self.path))
+        self.read_only = (
+            "the file is not writable by this user"
+            if not _writable(self.path)
+            else f"its folder {folder} is not writable"
+        )
+        try:
+            return self._open(use_fts5)
+        except self.driver.OperationalError as exc:
+            self._close_connections()
+            error: BaseException = exc
+        except self.driver.DatabaseError as exc:
+            self._close_connections()
+            raise UsageError(f"{self.path} cannot be opened even for reading ({self.read_only}): {exc}") from exc
+        except BaseException:
+            self._close_connections()
+            raise
+        # A reader needs the -shm file; where it cannot be created and no -wal holds
+        # changes, the file is read as immutable (nobody can be writing it in WAL mode then).
+        try:
+            wal_size = os.path.getsize(self.path + "-wal")
+        except OSError:
+            wal_size = 0
+        if wal_size == 0 and not os.path.exists(self.path + "-shm"):
+            self._ro_mode = "immutable=1"
+            try:
+                return self._open(use_fts5)
+            except self.driver.DatabaseError as exc:
+                self._close_connections()
+                error = exc
+            except BaseException:
+                self._close_connections()
+                raise
+        raise UsageError(f"{self.path} cannot be opened even for reading ({self.read_only}): {error}") from error
+
+    def _cannot_write(self) -> bool:
+        return not _writable(self.path) or not _writable(os.path.dirname(os.path.abspath(self.path)), folder=True)
+
+    def _refuse_if_read_only(self, operation: str) -> None:
+        if self.read_only is not None:
+            raise UsageError(
+                f"{self.path} is open read-only ({self.read_only}); {operation} needs write access to the file "
+                "and its folder"
+            )
 
     def _create_file(self) -> None:
         """Create the database owner-only; SQLite gives -wal/-shm the database file's mode."""
@@ -390,12 +470,31 @@ class SQLiteStore:
             pass
         except FileNotFoundError as exc:
             raise UsageError(f"cannot create the SQLite file: its folder does not exist ({exc.filename})") from None
+        except PermissionError:
+            raise UsageError(
+                f"cannot create the SQLite file {self.path}: this user may not write in its folder "
+                f"{os.path.dirname(os.path.abspath(self.path))}"
+            ) from None
+        except OSError as exc:  # read-only file system, name too long, ...
+            raise UsageError(f"cannot create the SQLite file {self.path}: {exc.strerror}") from None
         else:
             os.close(fd)
+        try:
+            with open(self.path, "rb") as f:
+                f.read(1)
+        except PermissionError:
+            raise UsageError(
+                f"cannot read the SQLite file {self.path}: permission denied (owned by another user?)"
+            ) from None
         self._tighten()
 
     def _tighten(self) -> None:
         if os.name != "posix":
+            return
+        try:
+            if os.stat(self.path).st_uid != os.geteuid():
+                return  # another user's file: its -wal/-shm must stay usable by its owner
+        except FileNotFoundError:
             return
         for suffix in ("", "-wal", "-shm"):
             try:
@@ -403,10 +502,20 @@ class SQLiteStore:
             except FileNotFoundError:
                 continue
             if st.st_mode & 0o077 and st.st_uid == os.geteuid():
-                os.chmod(self.path + suffix, 0o600)
+                try:
+                    os.chmod(self.path + suffix, 0o600)
+                except OSError:  # a read-only file system: nothing can be written there either
+                    pass
 
     def _connect(self) -> Conn:
-        conn = self.driver.connect(self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False)
+        if self.read_only is None:
+            target, uri = self.path, False
+        else:
+            target = "file:" + urllib.request.pathname2url(os.path.abspath(self.path)) + "?" + self._ro_mode
+            uri = True
+        conn = self.driver.connect(
+            target, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False, uri=uri
+        )
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         conn.execute("PRAGMA secure_delete = ON")
         conn.execute("PRAGMA synchronous = NORMAL")
@@ -440,13 +549,17 @@ class SQLiteStore:
 
     def _open(self, use_fts5: bool) -> str:
         conn = self._conn()
-        conn.execute("PRAGMA journal_mode = WAL")
-        self._tighten()
-        self._begin(conn)
+        if self.read_only is None:
+            conn.execute("PRAGMA journal_mode = WAL")
+            self._tighten()
+            self._begin(conn)
+        else:
+            self._begin(conn, immediate=False)
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if "meta" in tables:
-                version = int(conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
+                row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+                version = _meta_int(self.path, "schema_version", None if row is None else row[0])
             elif tables - {"sqlite_sequence"}:
                 raise UsageError(f"{self.path} is an SQLite file but not a memoryport store")
             else:
@@ -456,6 +569,10 @@ class SQLiteStore:
                     f"{self.path} has schema version {version}, newer than this memoryport "
                     f"({SCHEMA_VERSION}); upgrade memoryport"
                 )
+            if self.read_only is not None:
+                kind = self._open_read_only(conn, version)
+                conn.execute("COMMIT")
+                return kind
             created = version == 0
             for statements in MIGRATIONS[version:]:
                 for statement in statements:
@@ -481,25 +598,57 @@ class SQLiteStore:
                     )
                 conn.execute("INSERT INTO meta(key, value) VALUES ('keyword_index', ?)", (kind,))
             else:
-                kind = str(meta.get("keyword_index", "like"))
-                if kind == "fts5" and not self._has_fts5(conn):
-                    raise UsageError(
-                        f"{self.path} uses FTS5, which SQLite "
-                        f"{'.'.join(map(str, self.sqlite_version))} of driver {self.driver_name!r} lacks; "
-                        'open it with another driver (pip install "memoryport[sqlite-new]")'
-                    )
+                kind = self._existing_index(conn, meta)
             if kind == "fts5" and self.sqlite_version >= _SECURE_DELETE_FTS5:
                 conn.execute("INSERT INTO records_fts(records_fts, rank) VALUES ('secure-delete', 1)")
             self._check_embedder(conn, meta)
+            pending = self._erase_stage(conn)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        if pending:  # an erasure that a killed process left half done
+            with self._write_lock:
+                self._finish_erasure(conn)
         return kind
+
+    def _open_read_only(self, conn: Conn, version: int) -> str:
+        """The checks of :meth:`_open` without its writes (migrations, settings, the embedder's record)."""
+        if version < SCHEMA_VERSION:
+            raise UsageError(
+                f"{self.path} has schema version {version} and needs migrating to {SCHEMA_VERSION}, "
+                f"but it is read-only ({self.read_only})"
+            )
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        kind = self._existing_index(conn, meta)
+        if meta.get("embedder_name") is not None or conn.execute("SELECT 1 FROM records LIMIT 1").fetchone():
+            self._check_embedder(conn, meta)
+        if self._erase_stage(conn):
+            logger.warning(
+                "SQLite %s: an erasure was interrupted and cannot be finished, the file is read-only (%s); "
+                "erased texts may remain in it until a process that can write opens it",
+                os.path.basename(self.path),
+                self.read_only,
+            )
+        return kind
+
+    def _existing_index(self, conn: Conn, meta: Mapping[str, Any]) -> str:
+        kind = meta.get("keyword_index", "like")
+        if kind not in ("fts5", "like"):
+            raise UsageError(f"{self.path}: meta.keyword_index is {kind!r}, not 'fts5' or 'like'; the file is damaged")
+        if kind == "fts5" and not self._has_fts5(conn):
+            raise UsageError(
+                f"{self.path} uses FTS5, which SQLite "
+                f"{'.'.join(map(str, self.sqlite_version))} of driver {self.driver_name!r} lacks; "
+                'open it with another driver (pip install "memoryport[sqlite-new]")'
+            )
+        return str(kind)
 
     def _check_embedder(self, conn: Conn, meta: Mapping[str, Any]) -> None:
         name, dim = meta.get("embedder_name"), meta.get("embedder_dim")
+        if dim is not None:
+            dim = _meta_int(self.path, "embedder_dim", dim)
         emb = self.embedder
         way_out = (
             "re-embed it first: `await SQLiteMemory.reembed(path, embedder, progress=...)` "
@@ -536,17 +685,45 @@ class SQLiteStore:
                     raise
                 time.sleep(0.05 * (2**attempt))
 
-    def _write(self, fn: Callable[[Conn], T]) -> T:
+    def _write(self, fn: Callable[[Conn], T], *, erasing: bool = False) -> T:
+        """Run ``fn`` in one write transaction; then finish any erasure pending in the file.
+
+        A write that erased rows marks the file (:meth:`_mark_erased`, same
+        transaction); so does nothing else. The mark is read back before the
+        commit, so an erasure interrupted in another process (killed after its
+        commit) is finished by the next write of any process. If finishing fails
+        (a full disk, ...), an erasing call (``delete``, ``purge``) raises, since
+        its bytes are not gone yet; any other write has committed and must not
+        look failed (a retry would store it twice): it logs a WARNING. The mark
+        stays either way, and the next write or open retries.
+        """
         with self._write_lock:
             conn = self._conn()
             self._begin(conn)
             try:
                 result = fn(conn)
+                pending = self._erase_stage(conn)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+            if pending:
+                try:
+                    self._finish_erasure(conn)
+                except self.driver.Error as exc:
+                    if erasing:
+                        raise BackendError(
+                            f"SQLite {os.path.basename(self.path)}: the records were deleted, but rebuilding the "
+                            f"file to erase their bytes failed ({exc}); the next write or open retries",
+                            backend=self.name,
+                            operation="delete",
+                        ) from exc
+                    logger.warning(
+                        "SQLite %s: finishing an erasure failed (%s); the next write or open retries",
+                        os.path.basename(self.path),
+                        type(exc).__name__,
+                    )
             return result
 
     def _read(self, fn: Callable[[Conn], T]) -> T:
@@ -586,6 +763,7 @@ class SQLiteStore:
                 except Exception:  # closing is best effort
                     pass
             self._connections.clear()
+        self._local = threading.local()
 
     # -- erasure -----------------------------------------------------------
 
@@ -594,6 +772,7 @@ class SQLiteStore:
         tenants: Counter[str] = Counter()
         if not rows:
             return tenants
+        self._mark_erased(conn)
         for _, _, user in rows:
             tenants[tenant_token(user)] -= 1
         if self.keyword_index == "fts5":
@@ -657,9 +836,69 @@ class SQLiteStore:
                     ).fetchall()
         return [(int(rid), str(text), user) for rid, text, user in rows]
 
-    def checkpoint(self) -> bool:
+    # Erasure is finished in three steps, each recorded in meta.erase_pending so
+    # that a process killed between them leaves the work to the next open or write:
+    #   1: rows are erased (committed), but pages rebalanced while they lived may
+    #      still hold their bytes in unused space, which secure_delete never zeroes;
+    #   2: VACUUM rebuilt every page from the live rows; the old pages are still in
+    #      the database file until the WAL is checkpointed;
+    #   (no key): the checkpoint overwrote and truncated the file; nothing is left.
+
+    @staticmethod
+    def _mark_erased(conn: Conn) -> None:
+        conn.execute(
+            "INSERT INTO meta(key, value) VALUES ('erase_pending', 1) ON CONFLICT(key) DO UPDATE SET value = 1"
+        )
+
+    @staticmethod
+    def _erase_stage(conn: Conn) -> int:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'erase_pending'").fetchone()
+        return 0 if row is None else int(row[0])
+
+    def _finish_erasure(self, conn: Conn) -> bool:
+        """Rebuild the file without what erased rows left behind, checkpoint, clear the mark.
+
+        Called holding the write lock, outside a transaction. Returns False (after
+        a WARNING) when a reader blocks the checkpoint; the next write retries.
+        """
+        if self._erase_stage(conn) == 1:
+            # VACUUM copies only live rows into fresh pages: the unused space of
+            # rebalanced pages (which kept erased bytes) is gone with the old pages.
+            # VACUUM INTO + rename would cost one write less but pull the file from
+            # under other connections and processes; VACUUM is an ordinary write.
+            self._retry_busy(lambda: conn.execute("VACUUM"))
+            self._set_stage(conn, 2)
+        if not self._checkpoint_wal(conn):
+            return False
+        self._set_stage(conn, 0)
+        self._checkpoint_wal(conn)  # the WAL now holds only the page of that mark
+        return True
+
+    def _set_stage(self, conn: Conn, stage: int) -> None:
+        self._begin(conn)
+        try:
+            if stage:
+                conn.execute("UPDATE meta SET value = ? WHERE key = 'erase_pending'", (stage,))
+            else:
+                conn.execute("DELETE FROM meta WHERE key = 'erase_pending'")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def _retry_busy(self, fn: Callable[[], T]) -> T:
+        for attempt in range(6):
+            try:
+                return fn()
+            except self.driver.OperationalError as exc:
+                if not _is_busy(exc) or attempt == 5:
+                    raise
+                time.sleep(0.05 * (2**attempt))
+        raise AssertionError("unreachable")
+
+    def _checkpoint_wal(self, conn: Conn) -> bool:
         """Copy the WAL into the database and truncate it; False (and a WARNING) when a reader blocks it."""
-        conn = self._conn()
         conn.execute("PRAGMA busy_timeout = 1000")
         try:
             busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
@@ -668,15 +907,26 @@ class SQLiteStore:
         if busy:
             logger.warning(
                 "SQLite %s: a reader holds a transaction open, so the WAL checkpoint after a delete could not "
-                "finish; erased texts stay in the -wal file until the next checkpoint",
+                "finish; erased texts stay in the files until the next write or open finishes the erasure "
+                "(or memory.store.checkpoint() succeeds)",
                 os.path.basename(self.path),
             )
             return False
         return True
 
+    def checkpoint(self) -> bool:
+        """Finish a pending erasure, or just checkpoint the WAL; False (and a WARNING) when a reader blocks it."""
+        self._refuse_if_read_only("checkpoint")
+        with self._write_lock:
+            conn = self._conn()
+            if self._erase_stage(conn):
+                return self._finish_erasure(conn)
+            return self._checkpoint_wal(conn)
+
     # -- the port: writes ------------------------------------------------------
 
     async def add(self, records: Sequence[MemoryRecord]) -> list[str]:
+        self._refuse_if_read_only("add")
         if not records:
             return []
         vectors: F32 | None = None
@@ -717,13 +967,18 @@ class SQLiteStore:
                         json.dumps(r.metadata, ensure_ascii=False) if r.metadata else None,
                         _us(r.created_at),
                         None if r.expires_at is None else _us(r.expires_at),
+                        None if r.updated_at is None else _us(r.updated_at),
                     )
                 )
                 fts.append((rid, r.text, tenant_token(r.scope.user_id)))
                 if r.metadata:
                     metas.extend((rid, *_meta_row(k, v)) for k, v in r.metadata.items())
             try:
-                conn.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                conn.executemany(
+                    "INSERT INTO records(rid, id, user_id, session_id, agent_id, text, metadata, created_at, "
+                    "expires_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
             except self.driver.IntegrityError:
                 self._raise_duplicate(conn, records)
                 raise
@@ -741,8 +996,6 @@ class SQLiteStore:
             return gen, old, bool(expired), base
 
         gen, old, erased, base = self._write(write)
-        if erased:
-            self.checkpoint()
         self._extend_cache(records, vectors, base, gen, old, erased)
         return ids_of(records)
 
@@ -783,6 +1036,7 @@ class SQLiteStore:
                 block.gen = gen
 
     async def delete(self, ids: Sequence[str] | None, *, scope: MemoryScope) -> int:
+        self._refuse_if_read_only("delete")
         return await self._run(lambda: self._delete(ids, scope))
 
     def _delete(self, ids: Sequence[str] | None, scope: MemoryScope) -> int:
@@ -809,12 +1063,10 @@ class SQLiteStore:
                 conn.execute("DELETE FROM generations WHERE tenant = ?", (tenant_token(scope.user_id),))
             return len(rows)
 
-        n = self._write(write)
-        if n:
-            self.checkpoint()
-        return n
+        return self._write(write, erasing=True)
 
     async def purge(self, *, now: datetime, created_before: datetime | None) -> int:
+        self._refuse_if_read_only("purge")
         return await self._run(lambda: self._purge(now, created_before))
 
     def _purge(self, now: datetime, created_before: datetime | None) -> int:
@@ -825,10 +1077,7 @@ class SQLiteStore:
             self._bump(conn, self._erase(conn, rows))
             return len(rows)
 
-        n = self._write(write)
-        if n:
-            self.checkpoint()
-        return n
+        return self._write(write, erasing=True)
 
     # -- the port: reads -----------------------------------------------------
 
@@ -841,18 +1090,60 @@ class SQLiteStore:
 
         return await self._run(lambda: self._read(read))
 
-    async def export(self, scope: MemoryScope) -> list[MemoryRecord]:
+    async def export(
+        self, scope: MemoryScope, *, since: datetime | None = None, until: datetime | None = None
+    ) -> list[MemoryRecord]:
         where, params = _scope_sql(scope)
+        tsql, tparams = _filter_sql(Where.of(None, since, until))
 
         def read(conn: Conn) -> list[MemoryRecord]:
-            rows = conn.execute(f"SELECT {_COLUMNS} FROM records r WHERE {where} ORDER BY r.created_at, r.rid", params)
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM records r WHERE {where}{tsql} ORDER BY r.created_at, r.rid", params + tparams
+            )
             return [_record(row) for row in rows]
 
         return await self._run(lambda: self._read(read))
 
     async def search(
-        self, query: str, *, scope: MemoryScope, k: int, filters: Mapping[str, MetadataValue] | None
+        self,
+        query: str,
+        *,
+        scope: MemoryScope,
+        k: int,
+        filters: Mapping[str, Any] | None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> list[MemoryHit]:
+        # Filters (with operators) and the time range travel together from here on.
+        cond = Where.of(filters, since, until)
+        return await self._search_where(query, scope, k, cond)
+
+    async def update(self, changes: Sequence[MemoryUpdate], *, scope: MemoryScope) -> list[str]:
+        from ._update import update_records
+
+        return await update_records(self, changes, scope)
+
+    async def count(
+        self,
+        scope: MemoryScope,
+        *,
+        filters: Mapping[str, Any] | None,
+        since: datetime | None,
+        until: datetime | None,
+    ) -> int:
+        where, params = _scope_sql(scope)
+        csql, cparams = _filter_sql(Where.of(filters, since, until))
+
+        def read(conn: Conn) -> int:
+            row = conn.execute(
+                f"SELECT count(*) FROM records r WHERE {where} AND (r.expires_at IS NULL OR r.expires_at > ?){csql}",
+                [*params, _us(utcnow()), *cparams],
+            ).fetchone()
+            return int(row[0])
+
+        return await self._run(lambda: self._read(read))
+
+    async def _search_where(self, query: str, scope: MemoryScope, k: int, filters: _Cond) -> list[MemoryHit]:
         if not query.strip():
             return await self._run(lambda: self._read(lambda conn: self._recent(conn, scope, k, filters)))
         qvec: F32 | None = None
@@ -876,7 +1167,7 @@ class SQLiteStore:
         return SearchResults(hits[:k], mode=mode)
 
     def _recent(
-        self, conn: Conn, scope: MemoryScope, k: int, filters: Mapping[str, MetadataValue] | None
+        self, conn: Conn, scope: MemoryScope, k: int, filters: _Cond
     ) -> list[MemoryHit]:
         where, params = _scope_sql(scope)
         fsql, fparams = _filter_sql(filters)
@@ -898,7 +1189,7 @@ class SQLiteStore:
         mode: str,
         scope: MemoryScope,
         k: int,
-        filters: Mapping[str, MetadataValue] | None,
+        filters: _Cond,
     ) -> list[MemoryHit]:
         now = _us(utcnow())
         limit = max(k, self.candidates)
@@ -932,7 +1223,7 @@ class SQLiteStore:
         ]
 
     def _neighbours(
-        self, conn: Conn, rids: Sequence[int], filters: Mapping[str, MetadataValue] | None, now: int
+        self, conn: Conn, rids: Sequence[int], filters: _Cond, now: int
     ) -> dict[int, list[tuple[int, int]]]:
         """rid -> (rid, distance) of the live records of its exact scope written just before and after it.
 
@@ -943,7 +1234,7 @@ class SQLiteStore:
             return {}
         # Only the user's nearest _NEIGHBOUR_SCAN records on each side are looked at, so a
         # selective filter or interleaved sessions cannot make this walk a user's whole history.
-        fsql, fparams = _filter_sql(filters, alias="w")
+        fsql, fparams = _filter_sql(filters, alias="w", created="w.t")
         side = (
             "(SELECT json_group_array(json_array(t, rid)) FROM (SELECT w.t AS t, w.rid AS rid FROM ("
             "SELECT n.created_at AS t, n.rid AS rid, n.session_id AS s, n.agent_id AS a, n.expires_at AS e "
@@ -979,7 +1270,7 @@ class SQLiteStore:
         query: str,
         scope: MemoryScope,
         limit: int,
-        filters: Mapping[str, MetadataValue] | None,
+        filters: _Cond,
         now: int,
     ) -> list[tuple[int, float]]:
         """(rid, score) best first; score is -BM25 (higher is better) or the number of words matched (LIKE)."""
@@ -1169,7 +1460,7 @@ class SQLiteStore:
         qvec: F32,
         scope: MemoryScope,
         limit: int,
-        filters: Mapping[str, MetadataValue] | None,
+        filters: _Cond,
         now: int,
     ) -> list[tuple[int, float]]:
         """(rid, cosine similarity) best first."""
@@ -1181,7 +1472,7 @@ class SQLiteStore:
         qvec: F32,
         scope: MemoryScope,
         limit: int,
-        filters: Mapping[str, MetadataValue] | None,
+        filters: _Cond,
         now: int,
     ) -> Callable[[], list[tuple[int, float]]]:
         """Read what the vector ranking needs (in this snapshot); return the pure numpy rest."""

@@ -61,8 +61,10 @@ if TYPE_CHECKING:
     from .adapters.callable import CallableMemory
     from .adapters.graphiti import GraphitiMemory
     from .adapters.mem0 import Mem0Memory
+    from .adapters.postgres import PostgresMemory
     from .adapters.sqlite import SQLiteMemory
     from .adapters.zep import ZepMemory
+    from .curated import AgentMemory, CurationPolicy, NewMemory, curated_tools
     from .embedders.local import LocalEmbedder
     from .embedders.openai import OpenAIEmbedder
     from .embedders.rerank import CrossEncoderReranker
@@ -115,16 +117,22 @@ _LAZY: dict[str, str] = {
     "SentenceTransformerEmbedder": "memoryport.embedders.sentence_transformers",
     "CrossEncoderReranker": "memoryport.embedders.rerank",
     "Mem0Memory": "memoryport.adapters.mem0",
+    "PostgresMemory": "memoryport.adapters.postgres",
     "RerankerPort": "memoryport._rerank",
     "SQLiteMemory": "memoryport.adapters.sqlite",
     "ZepMemory": "memoryport.adapters.zep",
     "copy_memories": "memoryport._copy",
     "copy_memories_sync": "memoryport._copy",
+    "AgentMemory": "memoryport.curated",
+    "CurationPolicy": "memoryport.curated",
+    "NewMemory": "memoryport.curated",
+    "curated_tools": "memoryport.curated",
 }
 
 __all__ = [
     "DEFAULT_LIMITS",
     "OPERATORS",
+    "AgentMemory",
     "BackendError",
     "CallableEmbedder",
     "CallableMemory",
@@ -132,6 +140,7 @@ __all__ = [
     "Capability",
     "CopyReport",
     "CrossEncoderReranker",
+    "CurationPolicy",
     "EmbedderMismatch",
     "EmbeddingError",
     "EmbeddingPort",
@@ -154,8 +163,10 @@ __all__ = [
     "MemoryportError",
     "MetadataValue",
     "MissingExtra",
+    "NewMemory",
     "OpenAIEmbedder",
     "PendingWrite",
+    "PostgresMemory",
     "RerankerPort",
     "SQLiteMemory",
     "SearchMode",
@@ -176,6 +187,7 @@ __all__ = [
     "anthropic_tools",
     "copy_memories",
     "copy_memories_sync",
+    "curated_tools",
     "dispatch_tool_call",
     "find_pii",
     "mcp_server",

@@ -7,6 +7,7 @@ each operation side by side read better than spread over modules).
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -40,6 +41,15 @@ if TYPE_CHECKING:
 __all__ = ["GuardOptions", "GuardedMemory", "retention_period"]
 
 logger = logging.getLogger("memoryport")
+
+# The current guard call's count of dropped records: [outside the scope, failing filters/range].
+_call_drops: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("memoryport_call_drops", default=None)
+
+
+def _note_drop(kind: int) -> None:
+    counts = _call_drops.get()
+    if counts is not None:
+        counts[kind] += 1
 T = TypeVar("T")
 # The store a guard holds; a bare ``GuardedMemory`` annotation means any store.
 S = DefaultTypeVar("S", bound=MemoryPort, covariant=True, default=MemoryPort)
@@ -287,11 +297,7 @@ class GuardedMemory(Generic[S]):
         ok_range = in_range(record.created_at, since, until)
         if not matches(record.metadata, pushed) or (pushed_range and not ok_range):
             self._mismatched += 1
-            logger.warning(
-                "backend %r returned a record that fails the filters or time range it was given; "
-                "dropped it (a backend bug)",
-                self._backend,
-            )
+            _note_drop(1)
             return False
         return ok_range and matches(record.metadata, rest)
 
@@ -304,10 +310,7 @@ class GuardedMemory(Generic[S]):
             )
         if not scope.covers(record.scope):
             self._dropped += 1
-            logger.warning(
-                "backend %r returned a record outside the query's scope; dropped it (a backend bug)",
-                self._backend,
-            )
+            _note_drop(0)
             return False
         if record.is_expired(now):
             return False
@@ -346,6 +349,8 @@ class GuardedMemory(Generic[S]):
             attrs["memory.k"] = k
         telemetry = get_telemetry()
         token = current_sink.set(sink)
+        drops = [0, 0]
+        drops_token = _call_drops.set(drops)
         start = time.perf_counter()
         value: T | None = None
         error: str | None = None
@@ -379,6 +384,24 @@ class GuardedMemory(Generic[S]):
                         telemetry.fail(span, error)
         finally:
             current_sink.reset(token)
+            _call_drops.reset(drops_token)
+            # One line per call, however many records it dropped: a leaking store
+            # must not bury the rest of the log (the counters keep the totals).
+            if drops[0]:
+                logger.warning(
+                    "backend %r returned %d record(s) outside the query's scope in %s; dropped them (a backend bug)",
+                    self._backend,
+                    drops[0],
+                    operation,
+                )
+            if drops[1]:
+                logger.warning(
+                    "backend %r returned %d record(s) failing the filters or time range it was given in %s; "
+                    "dropped them (a backend bug)",
+                    self._backend,
+                    drops[1],
+                    operation,
+                )
             event = MemoryEvent(
                 name=event_name,
                 backend=self._backend,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import inspect
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from datetime import datetime
 from enum import Enum
 from typing import Any, Protocol, runtime_checkable
@@ -22,6 +23,7 @@ __all__ = [
     "SupportsSettle",
     "SupportsStats",
     "TimeRangePort",
+    "store_stats",
     "UpdatablePort",
 ]
 
@@ -258,9 +260,31 @@ class SupportsStats(Protocol):
         True
     """
 
-    def stats(self) -> dict[str, Any]:
-        """JSON-ready facts about the store; ``"records"`` is the live record count when known."""
+    def stats(self) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+        """JSON-ready facts about the store; ``"records"`` is the record count when known.
+
+        A store that must ask a server (PostgreSQL) makes it ``async``; read it
+        with :func:`store_stats`, which awaits when needed.
+        """
         ...
+
+
+async def store_stats(store: object) -> dict[str, Any] | None:
+    """What a :class:`SupportsStats` store says about itself (awaited if async); ``None`` for other stores.
+
+    Example:
+        >>> import asyncio
+        >>> class Counted:
+        ...     def stats(self): return {"records": 3}
+        >>> asyncio.run(store_stats(Counted())), asyncio.run(store_stats(object()))
+        ({'records': 3}, None)
+    """
+    if not isinstance(store, SupportsStats):
+        return None
+    stats = store.stats()
+    if inspect.isawaitable(stats):
+        stats = await stats
+    return {str(k): v for k, v in stats.items()}
 
 
 @runtime_checkable

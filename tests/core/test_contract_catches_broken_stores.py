@@ -8,6 +8,8 @@ from xml.etree import ElementTree
 
 import pytest
 
+from memoryport.contracts import CONTRACT_TESTS
+
 from . import dictstore
 
 SUITE = '''
@@ -82,6 +84,13 @@ class TestSilentOptOut(MemoryContract):
         raise AssertionError("waived")
 
 
+class TestFixtureFails(MemoryContract):
+    @pytest.fixture
+    async def memory(self):
+        raise RuntimeError("cannot reach the store")
+        yield
+
+
 class TestReasonedOptOut(MemoryContract):
     @pytest.fixture
     async def memory(self):
@@ -131,11 +140,11 @@ def failing(outcomes: dict[str, str], cls: str) -> set[str]:
 def test_correct_store_passes_everything(outcomes: tuple[dict[str, str], str]) -> None:
     results, out = outcomes
     mine = {k: v for k, v in results.items() if k.startswith("TestCorrect::")}
-    assert len(mine) == 24, out[-3000:]
+    assert len(mine) == len(CONTRACT_TESTS), out[-3000:]
     assert {v for v in mine.values()} <= {"PASSED", "SKIPPED"}, out[-3000:]
     assert [k for k, v in mine.items() if v == "SKIPPED"] == [
         "TestCorrect::test_vector_search_ranks_identical_text_first"
-    ]
+    ], out[-3000:]
 
 
 def test_leaky_search_fails(outcomes: tuple[dict[str, str], str]) -> None:
@@ -187,3 +196,24 @@ def test_summary_table_is_printed(outcomes: tuple[dict[str, str], str]) -> None:
     assert "test_stores.py::TestShortExport  (backend 'short-export')" in out
     assert re.search(r"❌ test_export_is_complete_and_oldest_first\s+export\s+base\s+failed", out), out[-3000:]
     assert "✅ session_scope" in out and "⊘ vector_search" in out
+
+
+def counts(line: str) -> dict[str, int]:
+    found = {}
+    for part in line.split(", "):
+        n, word = part.split(" ", 1)
+        found[word.removesuffix("s") if word in {"errors", "warnings"} else word] = int(n)
+    found.pop("warning", None)
+    return found
+
+
+def test_summary_counts_agree_with_pytest(outcomes: tuple[dict[str, str], str]) -> None:
+    """A failed call plus a failed teardown is "1 failed, 1 error" in both; setup errors count too."""
+    _, out = outcomes
+    pytest_line = re.findall(r"^=*\s*(.*?) in [0-9.]+s", out, re.MULTILINE)[-1]
+    [suite_line] = re.findall(r"^contract tests of all stores: (.*)$", out, re.MULTILINE)
+    assert counts(suite_line) == counts(pytest_line), out[-3000:]
+    assert counts(suite_line)["error"] >= 24  # every test of TestFixtureFails errs in setup
+    # The leaky store fails its isolation test and errs in that test's teardown (the leak check).
+    assert re.search(r"❌ test_users_are_isolated\s+-\s+base\s+failed, error in teardown", out), out[-3000:]
+    assert re.search(r"❌ test_k_is_respected\s+-\s+base\s+error\b", out), out[-3000:]

@@ -153,6 +153,42 @@ async def test_out_of_scope_records_are_dropped_counted_and_logged(caplog: pytes
     assert SECRET not in caplog.text and "ben" not in caplog.text
 
 
+class Flooding(Spy):
+    """Returns 500 of Ben's records on every search and export: the guard logs one line per call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bens = [rec(BEN, f"{SECRET} {i}", id=f"ben-{i}") for i in range(500)]
+
+    async def search(self, query: str, *, scope: MemoryScope, k: int, filters: Any) -> list[MemoryHit]:
+        hits = await super().search(query, scope=scope, k=k, filters=filters)
+        return [*(MemoryHit(record=r, score=9.0) for r in self.bens), *hits]
+
+    async def export(self, scope: MemoryScope) -> list[MemoryRecord]:
+        return [*self.bens, *(await super().export(scope))]
+
+
+async def test_a_leaking_store_logs_one_warning_per_call_with_the_count(caplog: pytest.LogCaptureFixture) -> None:
+    memory = GuardedMemory(Flooding())
+    await memory.add([rec(text="ann's own")])
+    with caplog.at_level(logging.WARNING, logger="memoryport"):
+        hits = await memory.search("", scope=ANN, k=3)
+        exported = await memory.export(ANN)
+    assert [h.record.text for h in hits] == ["ann's own"]
+    assert [r.text for r in exported] == ["ann's own"]
+    # search fetched more than once (its results were short), so it dropped 500 per fetch
+    assert memory.dropped_out_of_scope > 1000
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2, warnings
+    search_drops = memory.dropped_out_of_scope - 500
+    assert warnings == [
+        f"backend 'spy' returned {search_drops} record(s) outside the query's scope in search; "
+        "dropped them (a backend bug)",
+        "backend 'spy' returned 500 record(s) outside the query's scope in export; dropped them (a backend bug)",
+    ]
+    assert SECRET not in caplog.text
+
+
 async def test_expired_records_are_hidden() -> None:
     spy = Spy()
     memory = GuardedMemory(spy)

@@ -49,12 +49,20 @@ OWN_EXTRA: dict[str, set[str]] = {
     "memoryport.integrations.openai_agents": {"agents"},  # extra "openai-agents"
     "memoryport.integrations.pydantic_ai": {"pydantic_ai"},  # extra "pydantic-ai"
     "memoryport.server._app": {"starlette"},  # extra "server"
+    "memoryport.server._dashboard": {"starlette"},  # extra "server"
 }
 
-# (module, private name of another module) -> why it may use it.
+# (module, private name of another package's module) -> why it may use it.
+_TOOLS_PLUMBING = (
+    "the curated tools reuse the plumbing of memoryport.tools until the tools become a class "
+    "with a public registration (issue 11, item 4)"
+)
 PRIVATE_ALLOWED: dict[tuple[str, str], str] = {
     ("memoryport.cli.mcp", "_sdk"): "`memoryport mcp` checks the mcp SDK (one line, before opening the file) "
     "with the very check the tools' MCP server uses; tools._mcp owns it",
+    ("memoryport.curated._tools", "_arguments_error"): _TOOLS_PLUMBING,
+    ("memoryport.curated._tools", "_maybe_await"): _TOOLS_PLUMBING,
+    ("memoryport.curated._tools", "_Relay"): _TOOLS_PLUMBING,
 }
 
 
@@ -203,10 +211,14 @@ def violations(imports: list[Import]) -> list[str]:
 
 
 def private_uses(imports: list[Import]) -> list[str]:
-    """``from other_module import _private`` across modules.
+    """``from other_module import _private`` across packages.
 
     A private *module* (``from . import _common``, ``from ._guard import GuardedMemory``)
-    is the package's own internals and fine; a private *name* inside another module is not.
+    is a package's own internals and fine, and so are private names shared by the
+    modules of one subpackage (``adapters.sqlite._update`` using ``_store``'s
+    helpers): a subpackage is one job split into files. The core's top-level
+    modules are each their own unit, and reaching into *another* package's
+    private names is not fine either.
     """
     out: list[str] = []
     for imp in imports:
@@ -215,6 +227,9 @@ def private_uses(imports: list[Import]) -> list[str]:
         for name in imp.names:
             if _is_module(f"{imp.target}.{name}"):
                 continue
+            parent = imp.module.rpartition(".")[0]
+            if parent != "memoryport" and imp.target.rpartition(".")[0] == parent:
+                continue  # a sibling module of the same subpackage
             if name.startswith("_") and not name.startswith("__") and (imp.module, name) not in PRIVATE_ALLOWED:
                 out.append(f"{imp.module}:{imp.line} takes the private {name} from {imp.target}")
     return out
@@ -275,3 +290,7 @@ def test_a_planted_private_use_is_reported() -> None:
     found = private_uses(list(imports_of("from memoryport._records import _utc, MemoryRecord", "memoryport.x", False)))
     assert found == ["memoryport.x:1 takes the private _utc from memoryport._records"]
     assert private_uses(list(imports_of("from ..cli import _common", "memoryport.server.x", False))) == []
+    sibling = "from ._store import _us"
+    assert private_uses(list(imports_of(sibling, "memoryport.adapters.sqlite._update", False))) == []
+    found = private_uses(list(imports_of("from ..tools._tools import _Relay", "memoryport.curated.x", False)))
+    assert found == ["memoryport.curated.x:1 takes the private _Relay from memoryport.tools._tools"]

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PUBLIC = [
     "DEFAULT_LIMITS",
     "OPERATORS",
+    "AgentMemory",
     "BackendError",
     "CallableEmbedder",
     "CallableMemory",
@@ -26,6 +27,7 @@ PUBLIC = [
     "Capability",
     "CopyReport",
     "CrossEncoderReranker",
+    "CurationPolicy",
     "EmbedderMismatch",
     "EmbeddingError",
     "EmbeddingPort",
@@ -48,8 +50,10 @@ PUBLIC = [
     "MemoryportError",
     "MetadataValue",
     "MissingExtra",
+    "NewMemory",
     "OpenAIEmbedder",
     "PendingWrite",
+    "PostgresMemory",
     "RerankerPort",
     "SQLiteMemory",
     "SearchMode",
@@ -70,6 +74,7 @@ PUBLIC = [
     "anthropic_tools",
     "copy_memories",
     "copy_memories_sync",
+    "curated_tools",
     "dispatch_tool_call",
     "find_pii",
     "mcp_server",
@@ -115,17 +120,30 @@ def test_import_memoryport_imports_no_sdk() -> None:
     assert "memoryport" in modules
 
 
+BUILD_LOG: list[str] = []
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
+    proc = subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(ROOT)],
         check=True,
         capture_output=True,
+        text=True,
         timeout=300,
     )
+    BUILD_LOG.append(proc.stdout + proc.stderr)
     [found] = out.glob("memoryport-*.whl")
     return found
+
+
+def test_the_build_prints_no_deprecation_warning(wheel: Path) -> None:
+    """`license = { text = ... }` made setuptools warn twice on every install: the SPDX string form does not."""
+    [log] = BUILD_LOG
+    assert "deprecat" not in log.lower(), [line for line in log.splitlines() if "eprecat" in line]
+    metadata = zipfile.ZipFile(wheel).read("memoryport-0.1.0.dist-info/METADATA").decode()
+    assert "License-Expression: Apache-2.0" in metadata
 
 
 def test_wheel_holds_every_module_and_py_typed(wheel: Path) -> None:
@@ -196,6 +214,27 @@ def test_doctor_reports_python_sqlite_and_extras() -> None:
     )
     assert proc.stdout.strip() == text
     assert main(["doctor"]) == 0
+
+
+def test_doctor_reports_an_extra_with_a_missing_part_as_incomplete(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only anyio of the contracts extra is not the extra: pytest and hypothesis are named as missing."""
+    from memoryport.cli import doctor
+
+    real = doctor._version
+    monkeypatch.setattr(doctor, "_version", lambda d: None if d in ("pytest", "hypothesis") else real(d))
+    line = next(line for line in doctor.report().splitlines() if line.strip().startswith("contracts"))
+    assert "incomplete: missing pytest, hypothesis" in line and "anyio" in line
+
+
+def test_doctor_says_whether_the_default_model_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from memoryport.cli import doctor
+    from memoryport.embedders import local
+
+    monkeypatch.setattr(local, "default_model_path", lambda: None)
+    last = doctor.report().splitlines()[-1]
+    assert last == "default model (LocalEmbedder()): not installed; install with: " + local.INSTALL_MODEL
+    monkeypatch.setattr(local, "default_model_path", lambda: Path("/models/minilm"))
+    assert doctor.report().splitlines()[-1] == "default model (LocalEmbedder()): all-MiniLM-L6-v2 at /models/minilm"
 
 
 def test_contracts_without_pytest_name_the_extra() -> None:

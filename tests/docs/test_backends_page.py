@@ -77,10 +77,24 @@ def _module(name: str) -> frozenset[Capability]:
     return frozenset(Capability(c) for c in caps)
 
 
-@pytest.mark.parametrize("backend", ["SQLite", "Callable", "Mem0", "Zep", "Graphiti"])
+def _postgres() -> frozenset[Capability]:
+    try:
+        postgres = importlib.import_module("memoryport.adapters.postgres")
+    except ModuleNotFoundError as exc:
+        if exc.name != "memoryport.adapters.postgres":
+            raise
+        pytest.skip("memoryport.adapters.postgres is not in this tree yet")
+    embedder = CallableEmbedder(lambda texts: np.ones((len(texts), 4), dtype=np.float32), dim=4, name="ones")
+    # No connection is made before first use: the capabilities are known at construction.
+    return frozenset(postgres.PostgresStore("postgresql://nobody@127.0.0.1:1/none", embedder=embedder).capabilities)
+
+
+@pytest.mark.parametrize("backend", ["SQLite", "PostgreSQL", "Callable", "Mem0", "Zep", "Graphiti"])
 def test_matrix_matches_the_code(backend: str, tmp_path: Path) -> None:
     if backend == "SQLite":
         actual = _sqlite(tmp_path)
+    elif backend == "PostgreSQL":
+        actual = _postgres()
     elif backend == "Callable":
         actual = _callable(tmp_path)
     else:

@@ -50,3 +50,8 @@ def test_the_build_is_strict() -> None:
     assert config["theme"]["name"] == "material"
     links = config["validation"]["links"]
     assert links["not_found"] == "warn" and links["anchors"] == "warn"  # warnings fail a strict build
+
+
+def test_the_built_site_browses_from_the_disk() -> None:
+    """Opening site/index.html must work: links go to page.html files, not to folders a browser lists."""
+    assert _config()["use_directory_urls"] is False

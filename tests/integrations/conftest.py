@@ -12,7 +12,7 @@ os.environ["LANGCHAIN_TRACING_V2"] = "false"
 os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
 
 import pytest
-from integrations_support import PlainStore
+from integrations_support import PlainStore, UpdatingStore
 
 from memoryport import GuardedMemory, SQLiteMemory
 
@@ -29,12 +29,15 @@ def sqlite_memory(tmp_path: Path) -> Iterator[GuardedMemory]:
     memory.close()
 
 
-@pytest.fixture(params=["sqlite", "plain"])
+@pytest.fixture(params=["sqlite", "plain", "update"])
 def memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GuardedMemory]:
-    """Every behaviour test runs on SQLite and on a plain store without filters (nothing pushed down)."""
+    """Every behaviour test runs on SQLite, on a plain store without filters (nothing pushed down), and on
+    one with ``update`` (a put replaces in place)."""
     if request.param == "sqlite":
         m = SQLiteMemory(tmp_path / "memory.db")
         yield m
         m.close()
-    else:
+    elif request.param == "plain":
         yield GuardedMemory(PlainStore())
+    else:
+        yield GuardedMemory(UpdatingStore())

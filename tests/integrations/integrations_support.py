@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from memoryport import Capability, MemoryHit, MemoryRecord, MemoryScope
@@ -69,3 +69,43 @@ class PlainStore:
         for i in doomed:
             del self.rows[i]
         return len(doomed)
+
+
+class UpdatingStore(PlainStore):
+    """PlainStore plus ``update`` (changes in place, keeps id, scope and created_at) and a count of deletes."""
+
+    name = "plain-update"
+    capabilities = PlainStore.capabilities | {Capability.UPDATE}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.deletes = 0
+
+    async def delete(self, ids: Sequence[str] | None, *, scope: MemoryScope) -> int:
+        self.deletes += 1
+        return await super().delete(ids, scope=scope)
+
+    async def update(self, changes: Sequence[Any], *, scope: MemoryScope) -> list[str]:
+        done = []
+        for change in changes:
+            record = self.rows.get(change.id)
+            if record is None or not scope.covers(record.scope):
+                continue
+            fields = {name: getattr(change, name) for name in change.changed}
+            self.rows[change.id] = record.model_copy(update={**fields, "updated_at": datetime.now(timezone.utc)})
+            done.append(change.id)
+        return done
+
+
+class StrictIdStore(PlainStore):
+    """PlainStore that keeps expired records until purge and refuses an id already stored (as SQL stores do)."""
+
+    name = "plain-strict-ids"
+
+    async def add(self, records: Sequence[MemoryRecord]) -> list[str]:
+        from memoryport import InvalidInput
+
+        for i, r in enumerate(records):
+            if r.id in self.rows:
+                raise InvalidInput(f"records[{i}].id is already stored; ids must be unique", field=f"records[{i}].id")
+        return await super().add(records)

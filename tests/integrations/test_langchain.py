@@ -145,3 +145,10 @@ def test_in_a_langgraph_agent(sqlite_memory: GuardedMemory) -> None:
     agent.invoke({"messages": [("user", "remember I bake")]}, user("ann", thread_id="t9"))
     [record] = sqlite_memory.export_sync(MemoryScope(user_id="ann"))
     assert (record.text, record.scope.session_id) == ("Ann bakes bread", "t9")
+
+
+@pytest.mark.anyio
+async def test_a_sync_invoke_inside_a_running_loop_names_ainvoke(sqlite_memory: GuardedMemory) -> None:
+    tool = langchain_tools(sqlite_memory)[1]
+    with pytest.raises(UsageError, match="ainvoke"):
+        tool.invoke({"query": "x"}, config=user("ann"))

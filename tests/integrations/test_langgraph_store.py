@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -485,3 +486,83 @@ def test_two_stores_on_one_memory_keep_their_items_apart(memory: GuardedMemory) 
     assert [i.value["text"] for i in notes.search(("notes", "ann"), query="tea")] == ["a note about tea"]
     assert [i.value["text"] for i in profile.search(("profile", "ann"))] == ["a profile about tea"]
     assert notes.list_namespaces(prefix=("notes", "ann")) == [("notes", "ann")]
+
+
+def test_filters_keep_json_types_apart(memory: GuardedMemory) -> None:
+    """LangGraph's own stores let {"n": 1} match True and 1.0; here 1 matches 1 and 1.0 only."""
+    store = store_for(memory)
+    ns = ("memories", "ann")
+    for key, n in (("int", 1), ("float", 1.0), ("bool", True), ("str", "1"), ("none", None)):
+        store.put(ns, key, {"n": n, "tags": [n]})
+    assert {h.key for h in store.search(ns, filter={"n": 1})} == {"int", "float"}
+    assert {h.key for h in store.search(ns, filter={"n": True})} == {"bool"}
+    assert {h.key for h in store.search(ns, filter={"n": "1"})} == {"str"}
+    assert {h.key for h in store.search(ns, filter={"n": None})} == {"none"}
+    assert {h.key for h in store.search(ns, filter={"n": {"$eq": 1}})} == {"int", "float"}
+    assert {h.key for h in store.search(ns, filter={"n": {"$ne": 1}})} == {"bool", "str", "none"}
+    assert {h.key for h in store.search(ns, filter={"tags": [True]})} == {"bool"}
+    assert {h.key for h in store.search(ns, filter={"n": {"$gte": 1}})} == {"int", "float"}  # a bool is no number
+
+
+def test_with_update_a_put_replaces_in_place() -> None:
+    from integrations_support import UpdatingStore
+
+    port = UpdatingStore()
+    store = MemoryportStore(GuardedMemory(port), namespace=USER_NS)
+    ns = ("memories", "ann")
+    store.put(ns, "k", {"text": "one"}, ttl=10)
+    store.put(ns, "k", {"text": "two"})
+    store.get(ns, "k")
+    assert port.deletes == 0  # updated, never deleted and re-added
+    [record] = port.rows.values()
+    assert record.text == '{"text": "two"}' and record.expires_at is None and record.updated_at is not None
+    store.put(ns, "k", {"text": "three"}, ttl=10)
+    store.get(ns, "k")  # refreshes the TTL in place
+    assert port.deletes == 0 and store.get(ns, "k").value == {"text": "three"}  # type: ignore[union-attr]
+
+
+def test_a_key_can_be_put_again_after_its_item_expired() -> None:
+    """The expired record keeps its id until purged; a new put under that key must still work."""
+    from integrations_support import StrictIdStore
+
+    port = StrictIdStore()
+    store = MemoryportStore(GuardedMemory(port), namespace=USER_NS)
+    ns = ("memories", "ann")
+    store.put(ns, "k", {"text": "old"}, ttl=0.001)
+    time.sleep(0.1)
+    assert store.get(ns, "k") is None
+    store.put(ns, "k", {"text": "new"})
+    assert store.get(ns, "k").value == {"text": "new"}  # type: ignore[union-attr]
+    assert len(port.rows) == 1
+
+
+def test_on_a_vector_backend_the_indexed_fields_are_what_gets_embedded(tmp_path: Path) -> None:
+    """With an embedder the backend embeds the record text, i.e. only the fields of index={"fields": [...]}."""
+    import hashlib
+
+    import numpy as np
+
+    from memoryport import CallableEmbedder, SQLiteMemory
+
+    embedded: list[str] = []
+
+    def bag_of_words(texts: list[str]) -> np.ndarray:
+        embedded.extend(texts)
+        out = np.zeros((len(texts), 64), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in text.lower().split():
+                out[i, int(hashlib.sha256(word.encode()).hexdigest(), 16) % 63] += 1.0
+            out[i, 63] = 0.01
+        return out
+
+    memory = SQLiteMemory(tmp_path / "v.db", embedder=CallableEmbedder(bag_of_words, dim=64, name="bow"))
+    try:
+        store = MemoryportStore(memory, namespace=USER_NS, index={"fields": ["title"]})
+        ns = ("memories", "ann")
+        store.put(ns, "a", {"title": "alpine lake swim", "body": "secret body words"})
+        store.put(ns, "b", {"title": "city museum visit", "body": "alpine"})
+        assert "alpine lake swim" in embedded and not any("secret" in t for t in embedded)
+        hits = store.search(ns, query="alpine lake")
+        assert hits[0].key == "a" and hits[0].score is not None
+    finally:
+        memory.close()

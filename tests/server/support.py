@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import uvicorn
 
-from memoryport import SQLiteMemory
+from memoryport import GuardedMemory, SQLiteMemory
 from memoryport.server import KeyStore, create_app
 
 
@@ -62,8 +62,10 @@ def running(app: Any, *, graceful: float = 10.0) -> Iterator[tuple[str, uvicorn.
 
 
 @contextmanager
-def live_server(tmp: Path, *, users: tuple[str, ...] = ("ann", "ben"), **options: Any) -> Iterator[Live]:
-    """A SQLite memory in ``tmp`` served with one key per user, an admin key and a revoked key."""
+def live_server(
+    tmp: Path, *, users: tuple[str, ...] = ("ann", "ben"), memory: GuardedMemory | None = None, **options: Any
+) -> Iterator[Live]:
+    """``memory`` (default: a SQLite file in ``tmp``) served with a key per user, an admin key and a revoked key."""
     keys = KeyStore(tmp / "memory.db.keys")
     secrets = {u: keys.create(user_id=u, label=u).secret for u in users}
     secrets["admin"] = keys.create(admin=True, label="ops").secret
@@ -71,6 +73,7 @@ def live_server(tmp: Path, *, users: tuple[str, ...] = ("ann", "ben"), **options
     keys.revoke(revoked.key.id)
     secrets["revoked"] = revoked.secret
     rate = options.pop("rate_per_minute", 100_000)
-    app = create_app(SQLiteMemory(tmp / "memory.db"), keys, rate_per_minute=rate, **options)
+    served = memory if memory is not None else SQLiteMemory(tmp / "memory.db")
+    app = create_app(served, keys, rate_per_minute=rate, **options)
     with running(app) as (url, server):
         yield Live(url, server, keys, tmp / "memory.db", secrets)

@@ -115,7 +115,10 @@ BAD_INPUTS = [
     ("/v1/search", {"query": "secret words", "k": 0}, "k"),
     ("/v1/search", {"query": "secret words", "k": 10**6}, "k"),
     ("/v1/search", {"query": "secret words " * 3000}, "query"),
-    ("/v1/search", {"query": "secret words", "filters": {"kind": [1]}}, "filters.kind.str"),
+    ("/v1/search", {"query": "secret words", "filters": {"kind": [1]}}, "filters.kind"),
+    ("/v1/search", {"query": "secret words", "filters": {"n": {"$regex": "x"}}}, "filters.n"),
+    ("/v1/search", {"query": "secret words", "since": "last tuesday"}, "since"),
+    ("/v1/search", {"query": "secret words", "since": "1d", "until": "2d"}, "since"),
     ("/v1/erase", {"confirm": "secret words"}, "confirm"),
 ]
 
@@ -254,6 +257,17 @@ def test_tool_endpoint_answers_exactly_as_dispatch(live: Live, name: str, argume
         assert _shape(over_http) == _shape(in_process) == {"id": "str", "remembered": "bool"}
     else:
         assert over_http == in_process
+
+
+def test_every_listed_tool_answers_as_dispatch_on_refusals(live: Live) -> None:
+    """Whatever tools memory_tools() offers (now or later), the endpoint answers exactly as dispatch."""
+    names = memory_tools(SQLiteMemory(live.db)).names
+    assert names
+    with live.client("ann") as ann:
+        for name in names:
+            for raw in ("{}", '{"user_id": "ben"}', "[]", "not json", ""):
+                over_http = ann.post(f"/v1/tools/{name}", content=raw).json()
+                assert over_http == _dispatch(live.db, name, raw, user_id="ann"), (name, raw)
 
 
 def test_every_tool_round_trips_over_http(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from memoryport.cli import main
+from tests.postgres.support import Server
 
 
 def _free_port() -> int:
@@ -58,6 +59,8 @@ def test_keys_create_list_revoke(tmp_path: Path, capsys: pytest.CaptureFixture[s
         ["keys", "create", "--keys", "K", "--user", "a\u0001b"],
         ["keys", "create", "--keys", "K", "--user", "ann", "--rate-per-minute", "0"],
         ["keys", "list", "--keys", "missing.keys"],
+        ["keys", "create", "--db", "postgresql://app@db/app", "--user", "ann"],  # a DSN has no PATH.keys
+        ["serve", "--db", "postgresql://app@db/app"],
         ["keys"],
         ["serve"],
     ],
@@ -73,11 +76,17 @@ def test_keys_and_serve_mistakes_are_one_line(
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
-def test_serve_runs_answers_and_stops_on_sigterm(tmp_path: Path) -> None:
-    db = tmp_path / "memory.db"
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_serve_runs_answers_and_stops_on_sigterm(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> None:
+    if backend == "postgres":
+        pg: Server = request.getfixturevalue("pg")
+        db = pg.app_dsn
+    else:
+        db = str(tmp_path / "memory.db")
+    keys = ["--keys", str(tmp_path / "k.keys")]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     made = subprocess.run(
-        [sys.executable, "-m", "memoryport.cli", "keys", "create", "--db", str(db), "--user", "ann"],
+        [sys.executable, "-m", "memoryport.cli", "keys", "create", *keys, "--user", "ann"],
         capture_output=True,
         text=True,
         env=env,
@@ -87,7 +96,7 @@ def test_serve_runs_answers_and_stops_on_sigterm(tmp_path: Path) -> None:
     secret = made.stdout.strip()
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "memoryport.cli", "serve", "--db", str(db), "--port", str(port)],
+        [sys.executable, "-m", "memoryport.cli", "serve", "--db", db, *keys, "--port", str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -115,3 +124,13 @@ def test_serve_runs_answers_and_stops_on_sigterm(tmp_path: Path) -> None:
     assert "Application shutdown complete" in err
     assert "oboe" not in out + err  # the logs carry no content
     assert '"route": "/v1/memories"' in err  # ...but one line per request
+    if backend == "postgres":
+        assert "serving postgresql://" in out
+
+
+def test_a_dsn_is_printed_without_its_password() -> None:
+    from memoryport.cli.serve import _without_password
+
+    assert _without_password("postgresql://app:s3cret@db:5432/app") == "postgresql://app:***@db:5432/app"
+    assert _without_password("postgresql://app@db/app") == "postgresql://app@db/app"
+    assert _without_password("memory.db") == "memory.db"

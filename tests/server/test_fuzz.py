@@ -45,6 +45,7 @@ OPERATIONS = [
     ("POST", "/v1/memories"),
     ("GET", "/v1/memories"),
     ("GET", "/v1/memories/{memory_id}"),
+    ("PATCH", "/v1/memories/{memory_id}"),
     ("DELETE", "/v1/memories/{memory_id}"),
     ("POST", "/v1/search"),
     ("GET", "/v1/export"),

@@ -4,13 +4,28 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from .support import Live
+from memoryport.adapters.postgres import PostgresMemory
+from tests.postgres.support import Server, fresh_schema
+
+from .support import Live, live_server
 
 BEN_SECRET_TEXT = f"Ben's locker code is kiwi-{uuid.uuid4().hex}"
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    """The same server over SQLite and over PostgreSQL: isolation must not depend on the backend."""
+    memory = None
+    if request.param == "postgres":
+        pg: Server = request.getfixturevalue("pg")
+        memory = PostgresMemory(pg.app_dsn, schema=fresh_schema(), pool_size=2)
+    with live_server(tmp_path_factory.mktemp("isolation"), memory=memory) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

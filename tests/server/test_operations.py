@@ -59,7 +59,15 @@ def test_access_log_is_one_content_free_line_per_request(live: Live, caplog: pyt
         ann.get("/v1/memories?kind=secretkind")
     with httpx.Client(base_url=live.url) as anonymous:
         anonymous.get("/v1/stats")
-    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "memoryport.server.access"]
+
+    def access() -> list[dict[str, object]]:
+        return [json.loads(r.getMessage()) for r in caplog.records if r.name == "memoryport.server.access"]
+
+    # The line is written once the answer has gone out: wait (bounded) for the last one.
+    deadline = time.monotonic() + 10
+    while len(access()) < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    lines = access()
     assert [(x["method"], x["route"], x["status"]) for x in lines] == [
         ("POST", "/v1/memories", 200),
         ("POST", "/v1/search", 200),

@@ -159,3 +159,122 @@ def test_a_file_written_by_new_sqlite_is_erased_by_old_sqlite(db_path: str) -> N
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.execute("INSERT INTO records_fts(records_fts) VALUES ('integrity-check')")
     conn.close()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGKILL")
+@pytest.mark.parametrize("stop", ["after-commit", "after-vacuum"])
+@pytest.mark.parametrize("then", ["open", "write", "erase-again"])
+def test_an_erasure_killed_before_its_checkpoint_is_finished_next_time(
+    db_path: str, driver: str, stop: str, then: str
+) -> None:
+    import signal
+    import subprocess
+
+    from .support import WORKER, python
+
+    memory = SQLiteMemory(db_path, driver=driver)
+    secrets = [marker() for _ in range(300)]
+    ids = memory.add_sync(
+        [MemoryRecord(scope=ANN, text=f"Ann said {m} " + "tea " * (i % 40)) for i, m in enumerate(secrets)]
+    )
+    memory.add_sync([MemoryRecord(scope=BEN, text=f"Ben keeps tea {i}") for i in range(300)])
+    memory.delete_sync(ids[::7], scope=ANN)  # pages split and merged: the case VACUUM is for
+    assert memory.store.checkpoint()
+    if then == "open":
+        memory.close()
+    child = subprocess.run(
+        [python(), str(WORKER), "erase_and_die", db_path, driver, "ann", stop], capture_output=True, text=True
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    # Killed between the erasure's commit and its checkpoint: the old pages are still in the file.
+    assert leaks(db_path, secrets)
+    if then == "open":
+        memory = SQLiteMemory(db_path, driver=driver)
+    elif then == "write":
+        memory.add_sync([MemoryRecord(scope=BEN, text="Ben writes again")])
+    else:
+        assert memory.delete_sync(scope=ANN) == 0  # nothing left to delete, but the cleanup still runs
+    assert leaks(db_path, secrets) == []
+    assert memory.export_sync(ANN) == []
+    assert len(memory.export_sync(BEN)) == 300 + (then == "write")
+    memory.close()
+    assert leaks(db_path, secrets) == []
+    conn = load_driver(driver)[1].connect(db_path)
+    assert conn.execute("SELECT count(*) FROM meta WHERE key = 'erase_pending'").fetchone()[0] == 0
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
+
+
+def test_erasures_rebuild_the_file_while_other_processes_read_and_write(db_path: str, driver: str) -> None:
+    """VACUUM and the truncating checkpoint under other processes' mapped, open connections."""
+    import subprocess
+
+    from .support import WORKER, python
+
+    memory = SQLiteMemory(db_path, driver=driver)
+    memory.add_sync([MemoryRecord(scope=BEN, text=f"Ben keeps tea {i} " + "words " * (i % 50)) for i in range(500)])
+    children = [
+        subprocess.Popen(
+            [python(), str(WORKER), "concurrent", db_path, driver, str(p), "8", "20"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for p in range(2)
+    ]
+    secrets = []
+    for _ in range(4):
+        secret = marker()
+        secrets.append(secret)
+        memory.add_sync([MemoryRecord(scope=ANN, text=f"Ann said {secret} {i}") for i in range(50)])
+        assert memory.delete_sync(scope=ANN) == 50
+        assert len(memory.export_sync(BEN)) == 500
+    for child in children:
+        _, err = child.communicate(timeout=240)
+        assert child.returncode == 0, err
+    assert memory.store.checkpoint()
+    assert leaks(db_path, secrets) == []
+    memory.close()
+    conn = load_driver(driver)[1].connect(db_path)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
+
+
+def test_a_failed_rebuild_fails_the_erasure_not_the_add_and_is_retried(
+    db_path: str, driver: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from memoryport import BackendError
+    from memoryport.adapters.sqlite._store import SQLiteStore
+
+    memory = SQLiteMemory(db_path, driver=driver)
+    expired, deleted = marker(), marker()
+    [deleted_id] = memory.add_sync([MemoryRecord(scope=ANN, text=f"Ann said {deleted}")])
+    memory.add_sync(
+        [
+            MemoryRecord(
+                scope=BEN,
+                text=f"Ben said {expired}",
+                created_at=utcnow() - timedelta(hours=2),
+                expires_at=utcnow() - timedelta(hours=1),
+            )
+        ]
+    )
+    _, module = load_driver(driver)
+    real = SQLiteStore._finish_erasure
+
+    def disk_full(self: SQLiteStore, conn: object) -> bool:
+        raise module.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(SQLiteStore, "_finish_erasure", disk_full)
+    with caplog.at_level("WARNING", logger="memoryport"):
+        # This write removes the expired record; its own records are stored and it must say so.
+        [kept] = memory.add_sync([MemoryRecord(scope=BEN, text="Ben keeps tea")])
+    assert any("finishing an erasure failed (OperationalError)" in r.getMessage() for r in caplog.records)
+    assert memory.get_sync(kept, scope=BEN) is not None
+    with pytest.raises(BackendError, match="the records were deleted, but rebuilding the file"):
+        memory.delete_sync([deleted_id], scope=ANN)
+    assert memory.get_sync(deleted_id, scope=ANN) is None
+    monkeypatch.setattr(SQLiteStore, "_finish_erasure", real)
+    memory.add_sync([MemoryRecord(scope=BEN, text="Ben writes again")])  # the next write finishes it
+    assert leaks(db_path, [expired, deleted]) == []
+    memory.close()

@@ -171,6 +171,10 @@ def test_capabilities_are_declared_truthfully(db_path: str, driver: str) -> None
         Capability.DELETE,
         Capability.EXPORT,
         Capability.PURGE,
+        Capability.UPDATE,
+        Capability.COUNT,
+        Capability.TIME_RANGE,
+        Capability.FILTER_OPERATORS,
     }
     assert plain.capabilities == base
     plain.close()

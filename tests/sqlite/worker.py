@@ -76,6 +76,64 @@ def add_one(path: str, driver: str, user: str, text: str, embed: str) -> int:
     return 0
 
 
+def erase_and_die(path: str, driver: str, user: str, stop: str) -> int:
+    """Erase a user, then SIGKILL ourselves at ``stop``: right after the commit, or after the VACUUM."""
+    import os
+    import signal
+
+    from memoryport.adapters.sqlite._store import SQLiteStore
+
+    def die(*_: object) -> bool:
+        os.kill(os.getpid(), signal.SIGKILL)
+        return False
+
+    if stop == "after-commit":
+        SQLiteStore._finish_erasure = die  # type: ignore[method-assign]
+    else:  # after-vacuum: the checkpoint that would copy the rebuilt pages never runs
+        SQLiteStore._checkpoint_wal = die  # type: ignore[method-assign]
+    memory = SQLiteMemory(path, driver=driver)
+    memory.delete_sync(scope=MemoryScope(user_id=user))
+    return 0
+
+
+def as_other_user(path: str, driver: str) -> int:
+    """Open, search and add as an unprivileged user (root drops to nobody); print what happened as JSON."""
+    import json
+    import os
+    import tempfile
+
+    # Everything this needs is imported (and a file opened) before dropping root:
+    # nobody may not read this Python's standard library.
+    warm = SQLiteMemory(os.path.join(tempfile.mkdtemp(), "warm.db"), driver=driver)
+    warm.add_sync([MemoryRecord(scope=MemoryScope(user_id="x"), text="warm tea")])
+    warm.search_sync("tea", scope=MemoryScope(user_id="x"))
+    warm.close()
+    if os.geteuid() == 0:
+        os.setgid(65534)
+        os.setuid(65534)
+    out: dict[str, str | list[str]] = {}
+    try:
+        memory = SQLiteMemory(path, driver=driver)
+    except Exception as exc:
+        out["open"] = f"{type(exc).__name__}: {exc}"
+        print(json.dumps(out))
+        return 0
+    out["open"] = "ok"
+    out["search"] = [h.record.text for h in memory.search_sync("tea", scope=MemoryScope(user_id="ann"))]
+    for name, call in [
+        ("add", lambda: memory.add_sync([MemoryRecord(scope=MemoryScope(user_id="ann"), text="more tea")])),
+        ("delete", lambda: memory.delete_sync(scope=MemoryScope(user_id="ann"))),
+    ]:
+        try:
+            call()
+            out[name] = "ok"
+        except Exception as exc:
+            out[name] = f"{type(exc).__name__}: {exc}"
+    memory.close()
+    print(json.dumps(out))
+    return 0
+
+
 def delete_user(path: str, driver: str, user: str, embed: str) -> int:
     memory = SQLiteMemory(path, embedder=constant_embedder() if embed == "1" else None, driver=driver)
     memory.delete_sync(scope=MemoryScope(user_id=user))
@@ -91,6 +149,10 @@ if __name__ == "__main__":
         sys.exit(crash(args[0], args[1], int(args[2]), int(args[3])))
     if command == "add":
         sys.exit(add_one(*args))
+    if command == "erase_and_die":
+        sys.exit(erase_and_die(*args))
+    if command == "as_other_user":
+        sys.exit(as_other_user(*args))
     if command == "delete_user":
         sys.exit(delete_user(*args))
     sys.exit(f"unknown command {command}")

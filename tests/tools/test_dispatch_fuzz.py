@@ -24,6 +24,7 @@ from memoryport import SQLiteMemory, ToolContext, memory_tools
 PAYLOADS = int(os.environ.get("MEMORYPORT_FUZZ_PAYLOADS", "10000"))
 BATCH = 10
 SQLITE_PAYLOADS = max(BATCH, PAYLOADS // 20)
+EXAMPLES, SQLITE_EXAMPLES = -(-PAYLOADS // BATCH), -(-SQLITE_PAYLOADS // BATCH)  # batches, rounded up
 TOOLS = ["remember", "recall", "forget"]
 ARGUMENT_NAMES = {"remember": "text", "recall": "query", "forget": "id"}
 
@@ -89,7 +90,7 @@ def test_dispatch_never_raises_on_model_input(tool: str) -> None:
     seen = [0]
 
     @settings(
-        max_examples=PAYLOADS // BATCH,
+        max_examples=EXAMPLES,
         deadline=None,
         database=None,
         derandomize=False,
@@ -118,7 +119,7 @@ def test_dispatch_on_sqlite_never_raises_on_model_input(tool: str, tmp_path: Any
     seen = [0]
 
     @settings(
-        max_examples=SQLITE_PAYLOADS // BATCH,
+        max_examples=SQLITE_EXAMPLES,
         deadline=None,
         database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],

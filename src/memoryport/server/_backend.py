@@ -7,22 +7,36 @@ from pathlib import Path
 from .._errors import UsageError
 from .._guard import GuardedMemory
 
-__all__ = ["open_memory"]
+__all__ = ["is_dsn", "open_memory"]
+
+
+def is_dsn(target: str) -> bool:
+    """Whether ``target`` is a PostgreSQL DSN (``postgresql://...``) rather than a file path.
+
+    Example:
+        >>> is_dsn("postgresql://app@db/app"), is_dsn("memory.db")
+        (True, False)
+    """
+    return target.startswith(("postgres://", "postgresql://"))
 
 
 def open_memory(target: str, *, retention_days: float | None = None) -> GuardedMemory:
-    """The memory ``target`` names: a SQLite file path (created when missing).
+    """The memory ``target`` names: a PostgreSQL DSN, or a SQLite file path (created when missing).
 
-    This is the single place a new kind of target (a PostgreSQL DSN) is added.
+    The one place that turns ``memoryport serve --db TARGET`` into a memory; a
+    new kind of target is added here.
 
     Raises:
         UsageError: the target cannot be a memory (a directory, a missing folder).
 
     Example:
         >>> memory = open_memory("memory.db")                    # doctest: +SKIP
+        >>> memory = open_memory("postgresql://app@db.internal/app")  # doctest: +SKIP
     """
-    if target.startswith(("postgres://", "postgresql://")):
-        raise UsageError("a PostgreSQL DSN is not supported by this version of `memoryport serve`; pass a SQLite path")
+    if is_dsn(target):
+        from memoryport.adapters.postgres import PostgresMemory
+
+        return PostgresMemory(target, retention_days=retention_days)
     path = Path(target).expanduser()
     if path.is_dir():
         raise UsageError(f"{path} is a directory; --db takes a file")

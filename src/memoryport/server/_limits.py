@@ -1,17 +1,15 @@
-"""Per-key request budgets (token buckets) and relative times (``7d``) for filters."""
+"""Per-key request budgets: one token bucket per key."""
 
 from __future__ import annotations
 
 import math
-import re
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
 
 from .._errors import InvalidInput
 
-__all__ = ["RateLimiter", "parse_time"]
+__all__ = ["RateLimiter"]
 
 
 class RateLimiter:
@@ -48,29 +46,3 @@ class RateLimiter:
     def retry_after(wait: float) -> str:
         """``wait`` as a Retry-After header value (whole seconds, at least 1)."""
         return str(max(1, math.ceil(wait)))
-
-
-_AGE = re.compile(r"^(\d{1,6})([mhdw])$")
-_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-
-
-def parse_time(value: str, field: str) -> datetime:
-    """An aware UTC time from ISO 8601 or an age (``90m``, ``24h``, ``7d``, ``2w`` ago).
-
-    Example:
-        >>> parse_time("2026-01-02T03:04:05Z", "since").isoformat()
-        '2026-01-02T03:04:05+00:00'
-    """
-    text = value.strip()
-    match = _AGE.match(text)
-    if match:
-        return datetime.now(timezone.utc) - timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
-    try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
-    except ValueError:
-        raise InvalidInput(
-            f"{field} must be an ISO 8601 time or an age such as 90m, 24h, 7d, 2w", field=field
-        ) from None
-    if parsed.tzinfo is None or parsed.tzinfo.utcoffset(parsed) is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    return parsed.astimezone(timezone.utc)

@@ -18,6 +18,7 @@ __all__ = [
     "ForgetResponse",
     "MemoryOut",
     "MemoryPage",
+    "MemoryPatch",
     "NewMemory",
     "RememberRequest",
     "RememberResponse",
@@ -62,7 +63,12 @@ class SearchRequest(_In):
 
     query: str = Field(default="", description="What to look for; an empty query lists the newest memories.")
     k: int = Field(default=5, description="How many hits at most.")
-    filters: dict[str, Scalar] | None = Field(default=None, description="Metadata that must match exactly.")
+    filters: dict[str, Any] | None = Field(
+        default=None,
+        description="Metadata conditions: {'kind': 'fact'} or operators {'importance': {'$gte': 0.5}}.",
+    )
+    since: str | None = Field(default=None, description="Created at or after: ISO 8601 or an age (90m, 24h, 7d, 2w).")
+    until: str | None = Field(default=None, description="Created before: ISO 8601 or an age (90m, 24h, 7d, 2w).")
     session_id: str | None = Field(default=None, description="Only this session of the user.")
     agent_id: str | None = Field(default=None, description="Only this agent of the user.")
 
@@ -75,6 +81,7 @@ class MemoryOut(BaseModel):
     agent_id: str | None
     created_at: datetime
     expires_at: datetime | None
+    updated_at: datetime | None = Field(default=None, description="The last update; null if never updated.")
 
     @classmethod
     def of(cls, record: MemoryRecord) -> MemoryOut:
@@ -87,6 +94,7 @@ class MemoryOut(BaseModel):
             agent_id=record.scope.agent_id,
             created_at=record.created_at,
             expires_at=record.expires_at,
+            updated_at=record.updated_at,
         )
 
 
@@ -110,6 +118,14 @@ class MemoryPage(BaseModel):
     total: int = Field(description="How many memories match the filters in all.")
     offset: int
     limit: int
+
+
+class MemoryPatch(_In):
+    """Change one memory: only the fields given change; ``metadata`` replaces the mapping."""
+
+    text: str | None = Field(default=None, description="The new text.")
+    metadata: dict[str, Scalar] | None = Field(default=None, description="The new metadata (replaces it whole).")
+    expires_at: datetime | None = Field(default=None, description="The new expiry; null clears it.")
 
 
 class ForgetResponse(BaseModel):
@@ -169,6 +185,7 @@ _MODELS: list[type[BaseModel]] = [
     SearchHit,
     MemoryOut,
     MemoryPage,
+    MemoryPatch,
     ForgetResponse,
     EraseRequest,
     ErasedResponse,
@@ -203,6 +220,7 @@ _SCOPE_QUERY = [
 ]
 _MEMORY_ID = {"name": "memory_id", "in": "path", "required": True, "schema": {"type": "string"}}
 _COMMON_ERRORS = {
+    "400": _error("The backend cannot do this (code unsupported), e.g. update on a store without it."),
     "401": _error("Missing, unknown or revoked key (one answer for all three)."),
     "403": _error("An ordinary key named another user."),
     "413": _error("The body is larger than the server's limit."),
@@ -294,6 +312,12 @@ def openapi_document(*, version: str, tools: list[str]) -> dict[str, Any]:
             "get": _op(
                 "One memory",
                 {"200": _json(MemoryOut, "The memory."), "404": _error("No such memory for this user.")},
+                params=[_MEMORY_ID],
+            ),
+            "patch": _op(
+                "Update one memory (text, metadata, expiry); needs a backend with the update capability",
+                {"200": _json(MemoryOut, "The memory as updated."), "404": _error("No such memory for this user.")},
+                body=MemoryPatch,
                 params=[_MEMORY_ID],
             ),
             "delete": _op(

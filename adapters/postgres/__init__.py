@@ -1,0 +1,153 @@
+"""PostgresMemory: memoryport on PostgreSQL with pgvector, for when one file is not enough.
+
+Needs the ``postgres`` extra (``pip install "memoryport[postgres]"``: psycopg 3
+and psycopg-pool). See ``docs/postgres.md`` for the server's setup, the
+schema, row-level security, erasure duties and tuning.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from memoryport._embedding import EmbeddingPort
+from memoryport._guard import GuardedMemory, GuardOptions, retention_period
+from memoryport.ranking import NEIGHBOUR_WEIGHT, NEIGHBOUR_WINDOW
+
+from ._schema import SCHEMA_VERSION
+from ._schema import migrate as _migrate
+from ._store import PostgresStore
+
+if TYPE_CHECKING:
+    from psycopg_pool import AsyncConnectionPool
+    from typing_extensions import Unpack
+
+__all__ = ["SCHEMA_VERSION", "PostgresMemory", "PostgresStore", "migrate_dsn"]
+
+
+def PostgresMemory(
+    dsn_or_pool: str | AsyncConnectionPool[Any],
+    embedder: EmbeddingPort | None = None,
+    *,
+    schema: str = "memoryport",
+    text_search_config: str | None = None,
+    pool_size: int = 4,
+    candidates: int = 50,
+    search_mode: str = "hybrid",
+    exact_below: int = 20_000,
+    ef_search: int = 100,
+    hnsw: bool = False,
+    hnsw_m: int = 16,
+    hnsw_ef_construction: int = 64,
+    context_weight: float = NEIGHBOUR_WEIGHT,
+    context_window: int = NEIGHBOUR_WINDOW,
+    **guard: Unpack[GuardOptions],
+) -> GuardedMemory[PostgresStore]:
+    """Long-term memory in PostgreSQL: full-text and pgvector search, row-level security, real erasure.
+
+    Returns a :class:`~memoryport.GuardedMemory` over a :class:`PostgresStore`
+    (``memory.store`` gives it back: ``stats()``, ``create_hnsw_index()``,
+    ``vacuum()``, ``schema``, ``rls_enforced``). The schema (default ``memoryport``)
+    is created on first use (or by ``memoryport migrate --dsn ...``). Every
+    query carries the scope in its WHERE clause, and every transaction sets
+    ``memoryport.tenant`` so that row-level security (forced, so it binds the
+    tables' owner too) keeps users apart even if a query were built wrong.
+    Connect as an ordinary role: a superuser or ``BYPASSRLS`` role skips RLS
+    (a WARNING says so). A batch is one transaction.
+
+    Keyword search stems words with the schema's text-search configuration and
+    ranks with BM25 over the user's own records; with an ``embedder`` records
+    get a pgvector ``vector(dim)`` and search fuses both rankings with the same
+    ranking code as :class:`~memoryport.SQLiteMemory`.
+
+    Args:
+        dsn_or_pool: a libpq DSN (``"postgresql://app@db.internal/app"``), for
+            which memoryport keeps its own pool per event loop, or the host's
+            ``psycopg_pool.AsyncConnectionPool`` (used, never closed).
+        embedder: an :class:`~memoryport.EmbeddingPort`; its name and dimension
+            are recorded in the schema and a different one raises
+            :class:`~memoryport.EmbedderMismatch`. Needs the pgvector extension.
+        schema: the PostgreSQL schema holding the tables (a lower-case name).
+        text_search_config: the text-search configuration of a new schema
+            (``"english"`` when ``None``); fixed once the schema exists.
+        pool_size: connections of memoryport's own pool (per event loop).
+        candidates: how many keyword and vector candidates hybrid search fuses.
+        search_mode: with an embedder, ``"hybrid"``, ``"vector"`` or ``"keyword"``.
+        exact_below: a user with fewer records gets an exact vector scan of its
+            own rows; above, the HNSW index (when built) is used if the user
+            holds enough of the table.
+        ef_search: ``hnsw.ef_search`` for HNSW searches (pgvector caps it at 1000).
+        hnsw, hnsw_m, hnsw_ef_construction: build the HNSW index when the
+            embedder is first recorded (off by default: adds into the graph are
+            slow; see ``PostgresStore.create_hnsw_index``) and its parameters.
+        context_weight, context_window: conversational context, as in
+            :class:`~memoryport.SQLiteMemory`.
+        **guard: the guard's options (:class:`~memoryport.GuardOptions`);
+            ``retention_days`` also makes the store's own queries skip older records.
+
+    Example:
+        <!-- the doctest needs a server -->
+
+        >>> from memoryport import MemoryRecord, MemoryScope
+        >>> from memoryport.adapters.postgres import PostgresMemory
+        >>> memory = PostgresMemory("postgresql://app@localhost/app")  # doctest: +SKIP
+        >>> ann = MemoryScope(user_id="ann")
+        >>> _ = memory.add_sync([MemoryRecord(scope=ann, text="Ann drinks green tea")])  # doctest: +SKIP
+        >>> [h.record.text for h in memory.search_sync("teas", scope=ann)]  # doctest: +SKIP
+        ['Ann drinks green tea']
+    """
+
+    store = PostgresStore(
+        dsn_or_pool,
+        embedder=embedder,
+        schema=schema,
+        retention=retention_period(guard.get("retention_days")),
+        text_search_config=text_search_config,
+        pool_size=pool_size,
+        candidates=candidates,
+        search_mode=search_mode,
+        exact_below=exact_below,
+        ef_search=ef_search,
+        hnsw=hnsw,
+        hnsw_m=hnsw_m,
+        hnsw_ef_construction=hnsw_ef_construction,
+        context_weight=context_weight,
+        context_window=context_window,
+    )
+    return GuardedMemory(store, **guard)
+
+
+async def migrate_dsn(
+    dsn: str,
+    *,
+    schema: str = "memoryport",
+    text_search_config: str | None = None,
+    embedder: EmbeddingPort | None = None,
+    hnsw: bool = False,
+) -> dict[str, Any]:
+    """Create or upgrade the schema at ``dsn`` (what ``memoryport migrate --dsn`` runs); return its meta.
+
+    Idempotent and safe to run from several processes at once (an advisory
+    lock serialises them).
+
+    Example:
+        >>> await migrate_dsn("postgresql://owner@db/app")  # doctest: +SKIP
+        {'schema': 'memoryport', 'schema_version': 1, ...}
+    """
+    from ._store import psycopg
+
+    async with await psycopg.AsyncConnection.connect(dsn) as conn:
+        info = await _migrate(
+            conn,
+            schema,
+            text_search_config=text_search_config,
+            embedder_name=None if embedder is None else embedder.name,
+            embedder_dim=None if embedder is None else int(embedder.dim),
+            hnsw=hnsw,
+        )
+    return {
+        "schema": schema,
+        "schema_version": info.version,
+        "text_search_config": info.text_search_config,
+        "embedder": info.embedder_name,
+        "dim": info.embedder_dim,
+    }

@@ -1,0 +1,166 @@
+"""Erasure under workloads that split and merge pages: no erased byte survives anywhere in the files.
+
+SQLite's ``secure_delete`` zeroes a deleted cell, but when a page is rebalanced
+the bytes of cells that moved away stay in the page's unused gap (between the
+cell-pointer array and the cell content area). A workload of batches of varying
+size and length with deletions in between produces such pages; this test runs
+random ones (many seeds) and greps the raw bytes of the database, ``-wal`` and
+``-shm`` for every erased text, metadata value, FTS5 term and the erased user's id.
+
+``MEMORYPORT_ERASURE_SEEDS=200`` runs more seeds than the default.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+from datetime import timedelta
+
+import pytest
+
+from memoryport import MemoryRecord, MemoryScope, SQLiteMemory
+from memoryport._records import utcnow
+
+from .support import bow_embedder
+
+SEEDS = int(os.environ.get("MEMORYPORT_ERASURE_SEEDS", "3"))
+WORDS = [
+    "tea",
+    "coffee",
+    "garden",
+    "river",
+    "walk",
+    "music",
+    "piano",
+    "friend",
+    "city",
+    "train",
+    "morning",
+    "evening",
+    "book",
+    "letter",
+    "sister",
+]
+
+
+def raw_bytes(path: str) -> bytes:
+    out = b""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        if os.path.exists(path + suffix):
+            with open(path + suffix, "rb") as f:
+                out += f.read()
+    return out
+
+
+MARKER_TAIL = re.compile(rb"[0-9a-f]{7,16}x[0-9]+7")
+
+
+def found(data: bytes, markers: list[str]) -> list[str]:
+    """The markers whose text, or tail, is in ``data``.
+
+    FTS5 stores terms prefix-compressed: a marker's tail is what its term leaves
+    in the index. Markers are found by one scan (a search per marker is quadratic).
+    """
+    tails = {m[-14:] for m in (t.decode() for t in MARKER_TAIL.findall(data)) if len(m) >= 14}
+    return [m for m in markers if (m[-14:] in tails if m.startswith("mk") else m.encode() in data)]
+
+
+class Workload:
+    """Two users' records with unique markers in text, metadata and FTS5 terms; deletions in between."""
+
+    def __init__(self, memory: SQLiteMemory, rng: random.Random) -> None:
+        self.memory, self.rng = memory, rng
+        self.serial = 0
+        self.users = [f"usr{rng.getrandbits(40):x}q{n}" for n in range(2)]
+        self.live: dict[str, list[tuple[str, list[str]]]] = {u: [] for u in self.users}  # id -> markers
+        self.erased: list[str] = []
+
+    def marker(self) -> str:
+        self.serial += 1
+        # Letters and digits in one token; a final digit keeps the porter stemmer off it.
+        return f"mk{self.rng.getrandbits(64):016x}x{self.serial}7"
+
+    def record(self, user: str, *, aged: str | None = None) -> tuple[MemoryRecord, list[str]]:
+        text_marker, meta_marker = self.marker(), self.marker()
+        # Mostly short texts (many cells per page), some long ones (overflow pages).
+        n = self.rng.randint(1, 30) if self.rng.random() < 0.9 else self.rng.randint(100, 600)
+        words = " ".join(self.rng.choice(WORDS) for _ in range(n))
+        text = f"{user} said {text_marker} " + words
+        now = utcnow()
+        created, expires = now, None
+        if aged == "expired":
+            created, expires = now - timedelta(hours=2), now - timedelta(hours=1)
+        elif aged == "retained":
+            created = now - timedelta(days=40)
+        record = MemoryRecord(
+            scope=MemoryScope(user_id=user, session_id=f"s{self.rng.randint(0, 3)}"),
+            text=text,
+            metadata={"note": meta_marker, "n": self.rng.randint(0, 10**6)},
+            created_at=created,
+            expires_at=expires,
+        )
+        return record, [text_marker, meta_marker]
+
+    def batch(self) -> None:
+        users = [self.rng.choice(self.users) for _ in range(self.rng.randint(1, 300))]
+        pairs = [self.record(user) for user in users]
+        # A few records that expire or age out: the next writes and purge() erase them.
+        aged = [
+            self.record(self.rng.choice(self.users), aged=self.rng.choice(["expired", "retained"]))
+            for _ in range(self.rng.randint(0, 3))
+        ]
+        ids = self.memory.add_sync([r for r, _ in pairs + aged])
+        for user, rid, (_, markers) in zip(users, ids, pairs, strict=False):
+            self.live[user].append((rid, markers))
+        self.erased += [m for _, ms in aged for m in ms]
+
+    def delete_some(self) -> None:
+        for user in self.users:
+            live = self.live[user]
+            doomed = self.rng.sample(range(len(live)), min(len(live), self.rng.randint(10, 60)))
+            if not doomed:
+                continue
+            ids = [live[i][0] for i in doomed]
+            assert self.memory.delete_sync(ids, scope=MemoryScope(user_id=user)) == len(ids)
+            self.erased += [m for i in doomed for m in live[i][1]]
+            keep = set(range(len(live))) - set(doomed)
+            self.live[user] = [live[i] for i in sorted(keep)]
+
+
+def run(db_path: str, driver: str, seed: int, *, use_fts5: bool, with_embedder: bool) -> tuple[list[str], list[str]]:
+    """Run one random workload; return (erased markers still in the files, live markers missing)."""
+    rng = random.Random(seed)
+    memory = SQLiteMemory(
+        db_path,
+        embedder=bow_embedder() if with_embedder else None,
+        retention_days=30,
+        driver=driver,
+        use_fts5=use_fts5,
+    )
+    work = Workload(memory, rng)
+    for _ in range(rng.randint(3, 6)):
+        work.batch()
+        work.delete_some()
+    gone, kept = work.users
+    erased = work.erased + [m for _, ms in work.live[gone] for m in ms] + [gone]
+    assert memory.delete_sync(scope=MemoryScope(user_id=gone)) >= len(work.live[gone])  # + its aged ones
+    memory.purge_sync()
+    survivors = found(raw_bytes(db_path), erased)
+    memory.close()
+    survivors += [m for m in found(raw_bytes(db_path), erased) if m not in survivors]
+    alive = [m for _, ms in work.live[kept] for m in ms]
+    missing = sorted(set(alive) - set(found(raw_bytes(db_path), alive)))
+    return survivors, missing
+
+
+@pytest.mark.parametrize("use_fts5", [True, False], ids=["fts5", "like"])
+@pytest.mark.parametrize("with_embedder", [False, True], ids=["keyword", "embedder"])
+@pytest.mark.parametrize("seed", range(SEEDS))
+def test_no_erased_byte_survives_page_rebalancing(
+    tmp_path: object, driver: str, seed: int, use_fts5: bool, with_embedder: bool
+) -> None:
+    db_path = os.path.join(str(tmp_path), "memory.db")
+    survivors, missing = run(db_path, driver, seed, use_fts5=use_fts5, with_embedder=with_embedder)
+    assert missing == []  # the check sees what is there
+    assert survivors == [], f"{len(survivors)} erased markers still in the files: {survivors[:5]}"
