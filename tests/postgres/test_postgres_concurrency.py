@@ -69,7 +69,7 @@ async def test_processes_and_pools_lose_nothing_and_never_cross_users(pg: Server
     expected = {(p, t, b, i) for p in range(PROCS) for t in range(2) for b in range(BATCHES) for i in range(SIZE)}
     assert set(seen) == expected
     assert set(seen.values()) == {1}
-    stats = await first.stats()
+    stats = await first.store.stats()
     assert stats["records"] == len(expected) + 1
     await first.aclose()
 
