@@ -39,6 +39,7 @@ from ._timerange import TimeBound
 
 if TYPE_CHECKING:
     from ._copy import CopyReport, copy_memories, copy_memories_sync
+    from .knowledge import ChunkOptions, ImportReport, import_knowledge, import_knowledge_sync
     from ._rerank import CallableReranker, RerankerPort
     from .adapters.callable import CallableMemory
     from .adapters.graphiti import GraphitiMemory
@@ -98,6 +99,10 @@ _LAZY: dict[str, str] = {
     "ZepMemory": "memoryport.adapters.zep",
     "copy_memories": "memoryport._copy",
     "copy_memories_sync": "memoryport._copy",
+    "ChunkOptions": "memoryport.knowledge",
+    "ImportReport": "memoryport.knowledge",
+    "import_knowledge": "memoryport.knowledge",
+    "import_knowledge_sync": "memoryport.knowledge",
 }
 
 __all__ = [
@@ -108,6 +113,7 @@ __all__ = [
     "CallableMemory",
     "CallableReranker",
     "Capability",
+    "ChunkOptions",
     "CopyReport",
     "EmbedderMismatch",
     "EmbeddingError",
@@ -115,6 +121,7 @@ __all__ = [
     "EventSink",
     "GraphitiMemory",
     "GuardedMemory",
+    "ImportReport",
     "InvalidInput",
     "Limits",
     "LocalEmbedder",
@@ -147,6 +154,8 @@ __all__ = [
     "copy_memories_sync",
     "dispatch_tool_call",
     "find_pii",
+    "import_knowledge",
+    "import_knowledge_sync",
     "mcp_server",
     "memory_tools",
     "openai_tools",
