@@ -13,6 +13,17 @@ per category. Malformed evidence ids are normalised where unambiguous
 
     python benchmarks/locomo.py [DATA] [--modes keyword,vector,hybrid] [--cache DIR] [--json FILE]
     python benchmarks/locomo.py [DATA] --ablation      # one row per ranking change, cumulative
+    python benchmarks/locomo.py [DATA] --curated [--now last-session]   # + recall through AgentMemory
+
+``--curated`` adds, for every mode, two rows: ``<mode>+layer`` asks the same
+questions through :class:`memoryport.curated.AgentMemory` with plain relevance
+(``ranking="relevance"``: what the layer itself costs or changes), and
+``<mode>+salience`` with salience ranking on (the default: three times the
+candidates, re-ordered) and uniform importance (the turns are plain records:
+every one reads as importance 0.5); no reinforcement. ``--now last-session`` sets
+the layer's clock to the day after each conversation's last session, so that
+recency weighs in (with the real clock every turn is years old and recency is
+~0 for all).
 
 ``--ablation`` switches the ranking steps of ``memoryport.ranking``
 off and on in turn (stopwords, fusion by scores instead of ranks, neighbours)
@@ -183,6 +194,27 @@ class CachedEmbedder:
 ABLATION = ["naive", "+stopwords", "+score fusion", "+neighbours"]
 
 
+class CuratedSearch:
+    """Search through AgentMemory's recall (salience on, no reinforcement), shaped like the guard's search."""
+
+    def __init__(self, memory: Any, last_session: dict[str, datetime] | None, *, ranking: str) -> None:
+        from memoryport.curated import AgentMemory, CurationPolicy
+
+        self.ranking = ranking
+        self.last_session = last_session
+        self.user = ""
+        clock = None if last_session is None else (lambda: self.last_session[self.user])  # type: ignore[index]
+        kwargs = {} if clock is None else {"clock": clock}
+        self.agent = AgentMemory(memory, policy=CurationPolicy(recall_boost=0.0), **kwargs)
+
+    async def search(self, query: str, *, scope: Any, k: int) -> list[Any]:
+        from types import SimpleNamespace
+
+        self.user = scope.user_id
+        items = await self.agent.recall(query, scope=scope, k=k, reinforce=False, ranking=self.ranking)
+        return [SimpleNamespace(record=item.record, score=item.salience) for item in items]
+
+
 def configure_ranking(step: str) -> None:
     """Switch the ranking steps of SQLiteMemory on up to ``step`` (see ``ABLATION``), for the ablation table."""
     from memoryport import ranking
@@ -211,14 +243,21 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     conversations, report = load(args.data)
     if args.conversations:
         conversations = [c for c in conversations if c.sample_id in args.conversations]
-    embedder: Any = LocalEmbedder(args.model)
-    if args.cache:
+    # Keyword search alone needs no vectors: such a run embeds nothing (minutes less on a loaded machine).
+    embedder: Any = None if set(args.modes) == {"keyword"} else LocalEmbedder(args.model)
+    if args.cache and embedder is not None:
         embedder = CachedEmbedder(embedder, args.cache)
     modes = args.modes
     folder = Path(tempfile.mkdtemp(prefix="memoryport-locomo-"))
     db = folder / "locomo.db"
-    memories = {mode: SQLiteMemory(db, embedder=embedder, search_mode=mode) for mode in modes}
+    memories: dict[str, Any] = {mode: SQLiteMemory(db, embedder=embedder, search_mode=mode) for mode in modes}
     writer = memories[modes[0]]
+    if args.curated:
+        last = {c.sample_id: max(t.date for t in c.turns) + timedelta(days=1) for c in conversations}
+        for mode in modes:
+            clock = last if args.now == "last-session" else None
+            memories[f"{mode}+layer"] = CuratedSearch(memories[mode], clock, ranking="relevance")
+            memories[f"{mode}+salience"] = CuratedSearch(memories[mode], clock, ranking="salience")
     start = time.perf_counter()
     for conv in conversations:
         scope = MemoryScope(user_id=conv.sample_id)
@@ -248,7 +287,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "questions": sum(len(c.questions) for c in conversations),
         "evidence": {"ids": report.ids, "normalised": report.normalised, "dropped": report.dropped,
                      "questions_without_evidence": report.questions_without_evidence},
-        "embedder": embedder.name,
+        "embedder": embedder.name if embedder is not None else "none",
         "index_seconds": round(index_s, 1),
         "cached_embeddings": bool(args.cache),
         "steps": {},
@@ -257,8 +296,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if step is not None:
             configure_ranking(step)
         result["steps"][step or "current"] = await ask(conversations, memories, ids_by_record)
-    for memory in memories.values():
-        await memory.aclose()
+    for mode in modes:
+        await memories[mode].aclose()
     if isinstance(embedder, CachedEmbedder):
         embedder.save()
     shutil.rmtree(folder)
@@ -345,6 +384,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=None, help="keep embeddings in this folder between runs")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     ap.add_argument("--ablation", action="store_true", help="one row per ranking change (cumulative)")
+    ap.add_argument("--curated", action="store_true", help="also ask through AgentMemory (salience on)")
+    ap.add_argument("--now", choices=("real", "last-session"), default="real",
+                    help="the layer's clock with --curated (recency counts from it)")
     args = ap.parse_args(argv)
     if not args.data.is_file():
         print(f"no LoCoMo file at {args.data}", file=sys.stderr)

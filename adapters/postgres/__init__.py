@@ -65,10 +65,12 @@ class PostgresMemory(GuardedMemory):
         candidates: how many keyword and vector candidates hybrid search fuses.
         search_mode: with an embedder, ``"hybrid"``, ``"vector"`` or ``"keyword"``.
         exact_below: a user with fewer records gets an exact vector scan of its
-            own rows; above, HNSW is used when the user holds enough of the table.
+            own rows; above, the HNSW index (when built) is used if the user
+            holds enough of the table.
         ef_search: ``hnsw.ef_search`` for HNSW searches (pgvector caps it at 1000).
-        hnsw, hnsw_m, hnsw_ef_construction: build the HNSW index (when the
-            embedder is first recorded) and its parameters.
+        hnsw, hnsw_m, hnsw_ef_construction: build the HNSW index when the
+            embedder is first recorded (off by default: adds into the graph are
+            slow; see :meth:`create_hnsw_index`) and its parameters.
         context_weight, context_window: conversational context, as in
             :class:`~memoryport.SQLiteMemory`.
         limits, sink, capture_content: see :class:`~memoryport.GuardedMemory`.
@@ -98,7 +100,7 @@ class PostgresMemory(GuardedMemory):
         search_mode: str = "hybrid",
         exact_below: int = 20_000,
         ef_search: int = 100,
-        hnsw: bool = True,
+        hnsw: bool = False,
         hnsw_m: int = 16,
         hnsw_ef_construction: int = 64,
         context_weight: float = NEIGHBOUR_WEIGHT,
@@ -176,6 +178,21 @@ class PostgresMemory(GuardedMemory):
         """Blocking twin of :meth:`stats`."""
         return run_sync(self._store.stats(), method="stats")
 
+    async def create_hnsw_index(self, *, m: int | None = None, ef_construction: int | None = None) -> bool:
+        """Build the HNSW index on the vectors; ``False`` if it was there already.
+
+        Without it, vector search scans the user's own rows exactly (fast up to
+        tens of thousands of records per user). Build it when users grow past
+        that, best after a bulk load: building is far cheaper than inserting
+        into the graph record by record, and each add afterwards also updates
+        the graph (slower adds). ``CREATE INDEX CONCURRENTLY``: writes go on.
+
+        Example:
+            >>> await memory.create_hnsw_index()  # doctest: +SKIP
+            True
+        """
+        return await self._store.create_hnsw_index(m=m, ef_construction=ef_construction)
+
     async def vacuum(self, *, full: bool = False) -> None:
         """VACUUM the tables: dead rows and their index entries go (``full``: the tables are rewritten).
 
@@ -203,7 +220,7 @@ async def migrate_dsn(
     schema: str = "memoryport",
     text_search_config: str | None = None,
     embedder: EmbeddingPort | None = None,
-    hnsw: bool = True,
+    hnsw: bool = False,
 ) -> dict[str, Any]:
     """Create or upgrade the schema at ``dsn`` (what ``memoryport migrate --dsn`` runs); return its meta.
 

@@ -18,7 +18,16 @@ from memoryport._errors import EmbedderMismatch, UsageError
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
 
-__all__ = ["SCHEMA_VERSION", "SchemaInfo", "lock_key", "migrate", "quote_ident", "read_schema"]
+__all__ = [
+    "HNSW_INDEX",
+    "SCHEMA_VERSION",
+    "SchemaInfo",
+    "hnsw_ddl",
+    "lock_key",
+    "migrate",
+    "quote_ident",
+    "read_schema",
+]
 
 _IDENT = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _CONFIG = re.compile(r"[a-z_][a-z0-9_]{0,62}(\.[a-z_][a-z0-9_]{0,62})?")
@@ -31,9 +40,8 @@ TENANT_SQL = "coalesce('u:' || {a}user_id, 'none')"
 # schema, ``{cfg}`` the text-search configuration as a SQL literal.
 MIGRATIONS: list[tuple[str, ...]] = [
     (
-        # The words of a record, each prefixed by a short hash of its user, so
-        # that a word's GIN posting list holds one user's records only: a
-        # keyword search reads that user's postings, not every user's.
+        # The words of a record (stemmed by the schema's text-search
+        # configuration), each prefixed by a short hash of its user.
         """CREATE FUNCTION {s}.tenant_prefix(user_id text) RETURNS text
             LANGUAGE sql IMMUTABLE PARALLEL SAFE
             AS $$ SELECT left(md5(coalesce('u:' || user_id, 'none')), 12) || ':' $$""",
@@ -56,7 +64,16 @@ MIGRATIONS: list[tuple[str, ...]] = [
             lexemes text[] GENERATED ALWAYS AS ({s}.lexemes(user_id, text)) STORED)""",
         "CREATE INDEX records_scope ON {s}.records(user_id, created_at, rid)",
         "CREATE INDEX records_expiry ON {s}.records(expires_at) WHERE expires_at IS NOT NULL",
-        "CREATE INDEX records_lexemes ON {s}.records USING gin(lexemes)",
+        # The inverted index as a table: one row per (user-prefixed stem, record).
+        # A btree on text equality, not GIN: under row-level security PostgreSQL
+        # uses an index only for leakproof operators, which GIN's array and
+        # tsvector operators are not (a GIN index would be ignored for every
+        # non-superuser). The stem's prefix is the user's: a posting list is one
+        # user's, so a keyword search reads that user's matches only.
+        """CREATE TABLE {s}.postings(
+            key text NOT NULL,
+            rid bigint NOT NULL,
+            PRIMARY KEY (key, rid))""",
         # Per-user counts for BM25 (records, words) and for choosing exact or HNSW search.
         """CREATE TABLE {s}.tenants(
             tenant text PRIMARY KEY,
@@ -71,6 +88,13 @@ MIGRATIONS: list[tuple[str, ...]] = [
             USING (coalesce('u:' || user_id, 'none') = current_setting('memoryport.tenant', true)
                    OR current_setting('memoryport.all_tenants', true) = 'on')
             WITH CHECK (coalesce('u:' || user_id, 'none') = current_setting('memoryport.tenant', true)
+                   OR current_setting('memoryport.all_tenants', true) = 'on')""",
+        "ALTER TABLE {s}.postings ENABLE ROW LEVEL SECURITY",
+        "ALTER TABLE {s}.postings FORCE ROW LEVEL SECURITY",
+        """CREATE POLICY memoryport_tenant ON {s}.postings
+            USING (left(key, 13) = left(md5(current_setting('memoryport.tenant', true)), 12) || ':'
+                   OR current_setting('memoryport.all_tenants', true) = 'on')
+            WITH CHECK (left(key, 13) = left(md5(current_setting('memoryport.tenant', true)), 12) || ':'
                    OR current_setting('memoryport.all_tenants', true) = 'on')""",
         "ALTER TABLE {s}.tenants ENABLE ROW LEVEL SECURITY",
         "ALTER TABLE {s}.tenants FORCE ROW LEVEL SECURITY",
@@ -89,6 +113,21 @@ def quote_ident(name: str, field: str = "schema") -> str:
     if not isinstance(name, str) or not _IDENT.fullmatch(name):
         raise UsageError(f"{field} must be a lower-case SQL name (letters, digits, _; at most 63), not {name!r}")
     return f'"{name}"'
+
+
+HNSW_INDEX = "records_embedding_hnsw"
+
+
+def hnsw_ddl(schema: str, vector_schema: str, m: int, ef_construction: int, *, concurrently: bool = False) -> str:
+    """The CREATE INDEX statement of the HNSW index (cosine) on the records' vectors."""
+    if not (2 <= m <= 100 and 4 <= ef_construction <= 1000):
+        raise UsageError("HNSW needs m from 2 to 100 and ef_construction from 4 to 1000")
+    how = "CONCURRENTLY " if concurrently else ""
+    return (
+        f"CREATE INDEX {how}IF NOT EXISTS {HNSW_INDEX} ON {quote_ident(schema)}.records "
+        f"USING hnsw (embedding {quote_ident(vector_schema, 'vector schema')}.vector_cosine_ops) "
+        f"WITH (m = {int(m)}, ef_construction = {int(ef_construction)})"
+    )
 
 
 def _literal(value: str) -> str:
@@ -110,6 +149,7 @@ class SchemaInfo:
     embedder_name: str | None
     embedder_dim: int | None
     vector_schema: str | None  # where the pgvector extension lives, when vectors are on
+    has_hnsw: bool = False  # whether the HNSW index exists (and is valid)
 
 
 async def read_schema(conn: AsyncConnection[Any], schema: str) -> SchemaInfo | None:
@@ -128,7 +168,14 @@ async def read_schema(conn: AsyncConnection[Any], schema: str) -> SchemaInfo | N
         )
         found = await cur.fetchone()
         vector_schema = None if found is None else str(found[0])
+    cur = await conn.execute(
+        "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s",
+        (schema, HNSW_INDEX),
+    )
+    valid = await cur.fetchone()
     return SchemaInfo(
+        has_hnsw=bool(valid is not None and valid[0]),
         version=int(meta.get("schema_version", "0")),
         text_search_config=meta.get("text_search_config"),
         embedder_name=meta.get("embedder_name"),
@@ -151,7 +198,7 @@ async def migrate(
     text_search_config: str | None = None,
     embedder_name: str | None = None,
     embedder_dim: int | None = None,
-    hnsw: bool = True,
+    hnsw: bool = False,
     hnsw_m: int = 16,
     hnsw_ef_construction: int = 64,
 ) -> SchemaInfo:
@@ -264,10 +311,7 @@ async def _record_embedder(
     vs = quote_ident(str(found[0]), "the vector extension's schema")
     await conn.execute(f"ALTER TABLE {s}.records ADD COLUMN embedding {vs}.vector({int(dim)})")
     if hnsw:
-        await conn.execute(
-            f"CREATE INDEX records_embedding_hnsw ON {s}.records USING hnsw (embedding {vs}.vector_cosine_ops) "
-            f"WITH (m = {int(hnsw_m)}, ef_construction = {int(hnsw_ef_construction)})"
-        )
+        await conn.execute(hnsw_ddl(schema, str(found[0]), hnsw_m, hnsw_ef_construction))
     await conn.execute(
         "INSERT INTO " + s + ".meta(key, value) VALUES ('embedder_name', %s), ('embedder_dim', %s)",
         (name, str(int(dim))),

@@ -26,7 +26,7 @@ from memoryport._filters import Filters
 from memoryport._port import Capability, SearchResults
 from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate, utcnow
 
-from ._schema import SchemaInfo, migrate, quote_ident, read_schema
+from ._schema import SchemaInfo, hnsw_ddl, migrate, quote_ident, read_schema
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -43,6 +43,7 @@ from psycopg import errors as pg_errors  # noqa: E402  (after the guarded import
 from psycopg import sql as pg_sql  # noqa: E402
 from psycopg.adapt import Dumper  # noqa: E402
 from psycopg.pq import Format  # noqa: E402
+from psycopg.types import TypeInfo  # noqa: E402
 from psycopg.types.json import Jsonb  # noqa: E402
 
 __all__ = ["PostgresStore"]
@@ -218,7 +219,7 @@ class PostgresStore:
         search_mode: str = "hybrid",
         exact_below: int = 20_000,
         ef_search: int = 100,
-        hnsw: bool = True,
+        hnsw: bool = False,
         hnsw_m: int = 16,
         hnsw_ef_construction: int = 64,
         context_weight: float = ranking.NEIGHBOUR_WEIGHT,
@@ -279,6 +280,7 @@ class PostgresStore:
         self._pools: dict[asyncio.AbstractEventLoop, AsyncConnectionPool[Any]] = {}
         self._info: SchemaInfo | None = None
         self._dumper: type[Dumper] | None = None
+        self._vector_type: TypeInfo | None = None
         self._ready_lock: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
         self._closed = False
         #: Called inside an add's transaction after its rows are written, before
@@ -368,14 +370,10 @@ class PostgresStore:
                         "into a new schema opened with the new one (`memoryport copy`)"
                     )
                 if info.vector_schema is not None:
-                    cur = await conn.execute(
-                        "SELECT t.oid FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace "
-                        "WHERE t.typname = 'vector' AND n.nspname = %s",
-                        (info.vector_schema,),
-                    )
-                    row = await cur.fetchone()
-                    assert row is not None
-                    self._dumper = _vector_dumper(int(row[0]))
+                    vector = await TypeInfo.fetch(conn, f"{quote_ident(info.vector_schema, 'vector schema')}.vector")
+                    assert vector is not None
+                    self._vector_type = vector
+                    self._dumper = _vector_dumper(vector.oid)
                 cur = await conn.execute(
                     "SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user"
                 )
@@ -413,7 +411,9 @@ class PostgresStore:
                     pg_sql.SQL("SELECT set_config('memoryport.tenant', {}, true)").format(pg_sql.Literal(tenant_key))
                 )
             cur = conn.cursor()
-            if self._dumper is not None:
+            if self._dumper is not None and self._vector_type is not None:
+                # vector and vector[] (a batch's vectors go as one array parameter)
+                self._vector_type.register(cur)
                 cur.adapters.register_dumper(_Vector, self._dumper)
             await cur.execute(pg_sql.SQL("; ").join(setup))
             yield cur
@@ -503,12 +503,21 @@ class PostgresStore:
         for i, r in enumerate(records):
             groups[tenant(r.scope.user_id)].append(i)
         cols = "id, user_id, session_id, agent_id, text, metadata, created_at, expires_at, doclen"
-        values = "%s, %s, %s, %s, %s, %s, %s, %s, %s"
+        arrays = (
+            "%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::jsonb[], "
+            "%s::timestamptz[], %s::timestamptz[], %s::int[]"
+        )
         if vectors is not None:
             cols += ", embedding"
-            values += ", %b"
+            arrays += ", %b"
+        # One statement per user and batch: the columns go as arrays (one round
+        # trip, one plan), and a taken id is skipped rather than raising, so the
+        # batch can name it (RLS hides whose it is, and so must we).
         insert = (
-            f"INSERT INTO {self._s}.records({cols}) VALUES ({values}) ON CONFLICT (id) DO NOTHING RETURNING id"
+            f"WITH ins AS (INSERT INTO {self._s}.records({cols}) SELECT * FROM unnest({arrays}) "
+            "ON CONFLICT (id) DO NOTHING RETURNING rid, id, lexemes), "
+            f"p AS (INSERT INTO {self._s}.postings(key, rid) SELECT l, ins.rid FROM ins, unnest(ins.lexemes) AS l) "
+            "SELECT id FROM ins"
         )
         upsert = (
             f"INSERT INTO {self._s}.tenants(tenant, n, words) VALUES (%s, %s, %s) ON CONFLICT (tenant) "
@@ -520,39 +529,30 @@ class PostgresStore:
             # user's rows under that user's RLS setting, all in one transaction.
             for key in sorted(groups):
                 idx = groups[key]
-                rows: list[tuple[Any, ...]] = []
-                words = 0
-                for i in idx:
-                    r = records[i]
-                    n = _words(r.text)
-                    words += n
-                    row: tuple[Any, ...] = (
-                        r.id,
-                        r.scope.user_id,
-                        r.scope.session_id,
-                        r.scope.agent_id,
-                        r.text,
-                        Jsonb(dict(r.metadata)),
-                        r.created_at,
-                        r.expires_at,
-                        n,
-                    )
-                    if vectors is not None:
-                        row += (_Vector(vectors[i]),)
-                    rows.append(row)
+                group = [records[i] for i in idx]
+                doclens = [_words(r.text) for r in group]
+                params: list[Any] = [
+                    [r.id for r in group],
+                    [r.scope.user_id for r in group],
+                    [r.scope.session_id for r in group],
+                    [r.scope.agent_id for r in group],
+                    [r.text for r in group],
+                    [Jsonb(dict(r.metadata)) for r in group],
+                    [r.created_at for r in group],
+                    [r.expires_at for r in group],
+                    doclens,
+                ]
+                if vectors is not None:
+                    params.append([_Vector(vectors[i]) for i in idx])
                 async with self._tx(conn, key) as cur:
-                    await cur.executemany(insert, rows, returning=True)
-                    stored: set[str] = set()
-                    while True:
-                        stored.update(str(x[0]) for x in await cur.fetchall())
-                        if not cur.nextset():
-                            break
-                    if len(stored) != len(rows):
+                    await cur.execute(insert, params)
+                    stored = {str(x[0]) for x in await cur.fetchall()}
+                    if len(stored) != len(group):
                         first = next(i for i in idx if records[i].id not in stored)
                         raise InvalidInput(
                             f"records[{first}].id is already stored; ids must be unique", field=f"records[{first}].id"
                         )
-                    await cur.execute(upsert, (key, len(rows), words))
+                    await cur.execute(upsert, (key, len(group), sum(doclens)))
             if self._before_commit is not None:
                 await self._before_commit()
 
@@ -568,7 +568,8 @@ class PostgresStore:
         async def write(conn: AsyncConnection[Any]) -> int:
             async with self._tx(conn, key) as cur:
                 await cur.execute(
-                    f"DELETE FROM {self._s}.records r WHERE {where.text} RETURNING r.doclen",
+                    f"WITH del AS (DELETE FROM {self._s}.records r WHERE {where.text} "
+                    f"RETURNING r.rid, r.doclen, r.lexemes), {self._unpost('del')} SELECT doclen FROM del",
                     where.params,
                 )
                 rows = await cur.fetchall()
@@ -577,6 +578,14 @@ class PostgresStore:
                 return len(rows)
 
         return await self._write("delete", write)
+
+    def _unpost(self, rows: str) -> str:
+        """A CTE deleting the postings of the records in CTE ``rows`` (which returns rid and lexemes)."""
+        return (
+            f"unposted AS (DELETE FROM {self._s}.postings p USING "
+            f"(SELECT {rows}.rid, unnest({rows}.lexemes) AS key FROM {rows}) AS gone "
+            "WHERE p.key = gone.key AND p.rid = gone.rid)"
+        )
 
     async def _count(self, cur: AsyncCursor[Any], removed: Mapping[str, tuple[int, int]]) -> None:
         """Lower the per-user counts after a delete; a user with nothing left loses its row too."""
@@ -592,8 +601,9 @@ class PostgresStore:
         async def write(conn: AsyncConnection[Any]) -> int:
             async with self._tx(conn, None) as cur:
                 await cur.execute(
-                    f"DELETE FROM {self._s}.records r WHERE (r.expires_at IS NOT NULL AND r.expires_at <= %s) "
-                    "OR r.created_at < %s RETURNING r.user_id, r.doclen",
+                    f"WITH del AS (DELETE FROM {self._s}.records r WHERE (r.expires_at IS NOT NULL AND "
+                    "r.expires_at <= %s) OR r.created_at < %s RETURNING r.rid, r.user_id, r.doclen, r.lexemes), "
+                    f"{self._unpost('del')} SELECT user_id, doclen FROM del",
                     (now, created_before),
                 )
                 rows = await cur.fetchall()
@@ -767,14 +777,26 @@ class PostgresStore:
         terms = ranking.query_terms(query)
         if not terms:
             return []
-        where = filter_sql(self._range(self._live(scope_sql(scope), now), *span), filters)
-        user = "d.user_id IS NULL" if scope.user_id is None else "d.user_id = %s"
         s = self._s
+        # The query's stems, prefixed as the user's records' are (one round trip, no query syntax).
+        await cur.execute(
+            f"SELECT DISTINCT {s}.tenant_prefix(%s) || l FROM unnest(tsvector_to_array(to_tsvector("
+            f"(SELECT value FROM {s}.meta WHERE key = 'text_search_config')::regconfig, %s))) AS l",
+            (scope.user_id, " ".join(terms)),
+        )
+        lexemes = [str(row[0]) for row in await cur.fetchall()]
+        if not lexemes:
+            return []
+        # `hits`: the postings of the query's stems, which are this user's alone
+        # (the stems carry the user's prefix), read by the postings' btree.
+        # Document frequencies count all of them (the user's statistics, as
+        # SQLite's per-user BM25); scores only records in scope, alive and
+        # matching the filters.
+        where = filter_sql(self._range(self._live(scope_sql(scope), now), *span), filters)
+        k1, b = ranking.BM25_K1, ranking.BM25_B
         sql = f"""
-            WITH q AS (
-                SELECT DISTINCT {s}.tenant_prefix(%s) || l AS lex
-                FROM unnest(tsvector_to_array(to_tsvector(
-                    (SELECT value FROM {s}.meta WHERE key = 'text_search_config')::regconfig, %s))) AS l
+            WITH hits AS MATERIALIZED (
+                SELECT p.key, p.rid FROM {s}.postings p WHERE p.key = ANY(%s::text[])
             ),
             st AS (
                 SELECT greatest(coalesce(max(t.n), 0), 1)::float8 AS n,
@@ -782,36 +804,19 @@ class PostgresStore:
                 FROM {s}.tenants t WHERE t.tenant = %s
             ),
             idf AS (
-                SELECT q.lex, ln((greatest(st.n, c.df) - c.df + 0.5) / (c.df + 0.5) + 1.0) AS idf
-                FROM q CROSS JOIN st CROSS JOIN LATERAL (
-                    SELECT count(*)::float8 AS df FROM {s}.records d
-                    WHERE d.lexemes @> ARRAY[q.lex] AND {user}
-                ) c
+                SELECT hits.key, ln((greatest(st.n, count(*)) - count(*) + 0.5) / (count(*) + 0.5) + 1.0) AS idf
+                FROM hits CROSS JOIN st GROUP BY hits.key, st.n
             ),
-            m AS (
-                SELECT r.rid, r.doclen, sum(idf.idf) AS idf
-                FROM idf JOIN {s}.records r ON r.lexemes @> ARRAY[idf.lex]
-                WHERE {where.text}
-                GROUP BY r.rid, r.doclen
+            summed AS (
+                SELECT hits.rid, sum(idf.idf) AS idf FROM hits JOIN idf USING (key) GROUP BY hits.rid
             )
-            SELECT m.rid, m.idf * %s / (1.0 + %s * (1.0 - %s + %s * m.doclen / st.avg)) AS score
-            FROM m CROSS JOIN st
-            ORDER BY score DESC, m.rid DESC
+            SELECT r.rid, m.idf * %s / (1.0 + %s * (1.0 - %s + %s * r.doclen / st.avg)) AS score
+            FROM summed m JOIN {s}.records r ON r.rid = m.rid CROSS JOIN st
+            WHERE {where.text}
+            ORDER BY score DESC, r.rid DESC
             LIMIT %s
         """
-        k1, b = ranking.BM25_K1, ranking.BM25_B
-        params = [
-            scope.user_id,
-            " ".join(terms),
-            tenant(scope.user_id),
-            *([] if scope.user_id is None else [scope.user_id]),
-            *where.params,
-            k1 + 1.0,
-            k1,
-            b,
-            b,
-            limit,
-        ]
+        params = [lexemes, tenant(scope.user_id), k1 + 1.0, k1, b, b, *where.params, limit]
         await cur.execute(sql, params)
         return [(int(rid), float(score)) for rid, score in await cur.fetchall()]
 
@@ -829,15 +834,25 @@ class PostgresStore:
         where = filter_sql(self._range(self._live(scope_sql(scope), now), *span), filters)
         vs, s = self._vs, self._s
         dist = f"(r.embedding OPERATOR({vs}.<=>) %b)"
-        if self.hnsw and await self._use_hnsw(cur, scope, limit):
+        if self._info is not None and self._info.has_hnsw and await self._use_hnsw(cur, scope, limit):
             ef = max(self.ef_search, limit)
-            await cur.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(min(ef, 1000)),))
+            # Row-level security makes the planner expect few rows and prefer a
+            # sort over the graph: for this one statement, the graph it is.
+            await cur.execute(
+                "SELECT set_config('hnsw.ef_search', %s, true), set_config('enable_seqscan', 'off', true), "
+                "set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true)",
+                (str(min(ef, 1000)),),
+            )
             await cur.execute(
                 f"SELECT r.rid, 1.0 - {dist} AS score FROM {s}.records r "
                 f"WHERE {where.text} AND r.embedding IS NOT NULL ORDER BY r.embedding OPERATOR({vs}.<=>) %b LIMIT %s",
                 [_Vector(qvec), *where.params, _Vector(qvec), limit],
             )
             rows = await cur.fetchall()
+            await cur.execute(
+                "SET LOCAL enable_seqscan TO DEFAULT; SET LOCAL enable_bitmapscan TO DEFAULT; "
+                "SET LOCAL enable_sort TO DEFAULT"
+            )
             if len(rows) >= limit:
                 return [(int(rid), float(score)) for rid, score in rows]
             # Too few survived the scope/filters among the graph's candidates: scan the scope exactly.
@@ -932,7 +947,7 @@ class PostgresStore:
         """Change text, metadata and/or expiry in place, all in one transaction; the ids updated, in order.
 
         A new text is re-embedded (before the transaction: a failing embedder
-        changes nothing) and re-indexed (its lexemes are a generated column).
+        changes nothing) and re-indexed (its postings follow its new stems).
         """
         if not changes:
             return []
@@ -970,11 +985,19 @@ class PostgresStore:
                         sets.append("expires_at = %s")
                         params.append(change.expires_at)
                     where = self._live(scope_sql(scope, "o"), now, "o").add("o.id = %s", change.id)
+                    s = self._s
                     await cur.execute(
-                        f"WITH old AS (SELECT o.rid, o.doclen FROM {self._s}.records o "
-                        f"WHERE {where.text} FOR UPDATE) "
-                        f"UPDATE {self._s}.records r SET {', '.join(sets)} FROM old WHERE r.rid = old.rid "
-                        "RETURNING r.id, r.doclen - old.doclen",
+                        f"WITH old AS (SELECT o.rid, o.doclen, o.lexemes FROM {s}.records o "
+                        f"WHERE {where.text} FOR UPDATE), "
+                        f"upd AS (UPDATE {s}.records r SET {', '.join(sets)} FROM old WHERE r.rid = old.rid "
+                        "RETURNING r.id, r.rid, r.doclen - old.doclen AS words, r.lexemes AS new, old.lexemes AS old), "
+                        # Only the stems that changed: a posting kept stays put (no delete and re-insert of one key).
+                        f"unposted AS (DELETE FROM {s}.postings p USING (SELECT upd.rid, unnest(upd.old) AS key, "
+                        "upd.new FROM upd) AS gone WHERE p.key = gone.key AND p.rid = gone.rid "
+                        "AND NOT (gone.key = ANY(gone.new))), "
+                        f"posted AS (INSERT INTO {s}.postings(key, rid) SELECT k, upd.rid "
+                        "FROM upd, unnest(upd.new) AS k WHERE NOT (k = ANY(upd.old))) "
+                        "SELECT id, words FROM upd",
                         [*where.params, *params],
                     )
                     row = await cur.fetchone()
@@ -1013,6 +1036,36 @@ class PostgresStore:
 
         return await self._read("stats", read)
 
+    async def create_hnsw_index(self, *, m: int | None = None, ef_construction: int | None = None) -> bool:
+        """Build the HNSW index on the vectors (``CREATE INDEX CONCURRENTLY``: writes go on meanwhile).
+
+        Returns ``False`` when it already existed. Needs the embedder recorded.
+        """
+        info = await self._ready()
+        if info.vector_schema is None:
+            raise UsageError(f"schema {self.schema!r} keeps no vectors: open it with an embedder first")
+        if info.has_hnsw:
+            return False
+        ddl = hnsw_ddl(
+            self.schema,
+            info.vector_schema,
+            self.hnsw_m if m is None else m,
+            self.hnsw_ef_construction if ef_construction is None else ef_construction,
+            concurrently=True,
+        )
+        pool = await self._pool()
+        async with pool.connection() as conn:
+            autocommit = conn.autocommit
+            await conn.set_autocommit(True)  # CREATE INDEX CONCURRENTLY cannot run in a transaction
+            try:
+                await conn.execute(ddl)
+                refreshed = await read_schema(conn, self.schema)
+            finally:
+                await conn.set_autocommit(autocommit)
+        assert refreshed is not None
+        self._info = refreshed
+        return True
+
     async def vacuum(self, *, full: bool = False) -> None:
         """``VACUUM (ANALYZE)`` the tables (``FULL``: rewrite them, freeing the dead rows' pages).
 
@@ -1026,7 +1079,7 @@ class PostgresStore:
             autocommit = conn.autocommit
             await conn.set_autocommit(True)  # VACUUM cannot run in a transaction
             try:
-                for table in ("records", "tenants"):
+                for table in ("records", "postings", "tenants"):
                     await conn.execute(
                         f"VACUUM ({'FULL, ' if full else ''}ANALYZE) {self._s}.{table}"
                     )

@@ -11,31 +11,21 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from memoryport._errors import EmbedderMismatch
 from memoryport._records import MemoryScope, MemoryUpdate, utcnow
 
-from ._store import _NEVER, F32, _embed, _scope_sql, _us, tenant_token
+from ._erasure import mark_erased
+from ._rows import NEVER, Conn, scope_sql, tenant_token, us
+from ._schema import bump
+from ._vectors import F32, Patch, embed
 from ._where import meta_row
 
 if TYPE_CHECKING:
-    from ._store import Conn, SQLiteStore
+    from ._store import SQLiteStore
 
 __all__ = ["update_records"]
-
-
-@dataclass
-class _Patch:
-    """What changed in one record, for the vectors cached in RAM."""
-
-    rid: int
-    scope: MemoryScope
-    vector: F32 | None
-    expires: int | None  # None: unchanged
 
 
 async def update_records(store: SQLiteStore, changes: Sequence[MemoryUpdate], scope: MemoryScope) -> list[str]:
@@ -46,7 +36,7 @@ async def update_records(store: SQLiteStore, changes: Sequence[MemoryUpdate], sc
     vectors: F32 | None = None
     if texts and store.embedder is not None:
         # Before the transaction: a failing embedder fails the update and nothing changes.
-        vectors = await _embed(store.embedder, texts)
+        vectors = await embed(store.embedder, texts)
     elif texts and await store._run(store._needs_embedder) is not None:
         raise EmbedderMismatch(
             f"{os.path.basename(store.path)} keeps vectors of embedder {store._needs_embedder()!r}; "
@@ -57,12 +47,12 @@ async def update_records(store: SQLiteStore, changes: Sequence[MemoryUpdate], sc
 
 def _apply(store: SQLiteStore, changes: Sequence[MemoryUpdate], scope: MemoryScope, vectors: F32 | None) -> list[str]:
     now = utcnow()
-    now_us = _us(now)
-    cutoff = None if store.retention is None else _us(now - store.retention)
-    where, params = _scope_sql(scope)
+    now_us = us(now)
+    cutoff = None if store.retention is None else us(now - store.retention)
+    where, params = scope_sql(scope)
     fts5 = store.keyword_index == "fts5"
 
-    def write(conn: Conn) -> tuple[list[str], list[_Patch], bool, int, dict[str, int]]:
+    def write(conn: Conn) -> tuple[list[str], list[Patch], bool, int, dict[str, int]]:
         found: dict[str, tuple[Any, ...]] = {}
         ids = [c.id for c in changes]
         live = "(r.expires_at IS NULL OR r.expires_at > ?)" + ("" if cutoff is None else " AND r.created_at >= ?")
@@ -76,7 +66,7 @@ def _apply(store: SQLiteStore, changes: Sequence[MemoryUpdate], scope: MemorySco
             ):
                 found[row[0]] = row
         done: list[str] = []
-        patches: list[_Patch] = []
+        patches: list[Patch] = []
         tenants: set[str] = set()
         text_changed = False
         next_vector = 0
@@ -101,8 +91,9 @@ def _apply(store: SQLiteStore, changes: Sequence[MemoryUpdate], scope: MemorySco
                         "INSERT INTO records_fts(records_fts, rowid, body, tenant) VALUES ('delete', ?, ?, ?)",
                         (rid, old_text, tenant),
                     )
-                    conn.execute("INSERT INTO records_fts(rowid, body, tenant) VALUES (?, ?, ?)",
-                                 (rid, change.text, tenant))
+                    conn.execute(
+                        "INSERT INTO records_fts(rowid, body, tenant) VALUES (?, ?, ?)", (rid, change.text, tenant)
+                    )
                 if vector is not None:
                     conn.execute("INSERT OR REPLACE INTO vectors(rid, vec) VALUES (?, ?)", (rid, vector.tobytes()))
                 text_changed = True
@@ -119,13 +110,13 @@ def _apply(store: SQLiteStore, changes: Sequence[MemoryUpdate], scope: MemorySco
             expires: int | None = None
             if "expires_at" in change.changed:
                 sets.append("expires_at = ?")
-                values.append(None if change.expires_at is None else _us(change.expires_at))
-                expires = _NEVER if change.expires_at is None else _us(change.expires_at)
+                values.append(None if change.expires_at is None else us(change.expires_at))
+                expires = NEVER if change.expires_at is None else us(change.expires_at)
             conn.execute(f"UPDATE records SET {', '.join(sets)} WHERE rid = ?", [*values, rid])
             done.append(change.id)
             if vector is not None or expires is not None:
                 patches.append(
-                    _Patch(
+                    Patch(
                         rid=int(rid),
                         scope=MemoryScope.model_construct(user_id=user, session_id=session, agent_id=agent),
                         vector=vector,
@@ -133,44 +124,20 @@ def _apply(store: SQLiteStore, changes: Sequence[MemoryUpdate], scope: MemorySco
                     )
                 )
             tenants.add(tenant)
+        if text_changed:
+            # The old text is erased as on a delete: the file is rebuilt after the commit
+            # (see _erasure.py). A metadata-only change does not rebuild it (the cost of an
+            # erasure on every counter update); old metadata values can stay in unused
+            # page space until the next erasure.
+            mark_erased(conn)
         if text_changed and fts5 and not store.fts_secure_delete:
             # As on a delete: without FTS5 secure-delete the old words stay in old segments until a merge.
             conn.execute("INSERT INTO records_fts(records_fts) VALUES ('optimize')")
         # Other processes' caches see the new generation and reload; ours is patched below.
-        gen, old = store._bump(conn, dict.fromkeys(tenants, 0)) if patches else (-1, {})
+        gen, old = bump(conn, dict.fromkeys(tenants, 0)) if patches else (-1, {})
         return done, patches, text_changed, gen, old
 
-    done, patches, text_changed, gen, old = store._write(write)
-    if text_changed:
-        store.checkpoint()  # the old text leaves the WAL as on a delete
+    done, patches, _, gen, old = store.db.write(write)
     if patches:
-        _patch_cache(store, patches, gen, old)
+        store.vectors.patch(patches, gen, old)
     return done
-
-
-def _patch_cache(store: SQLiteStore, patches: Sequence[_Patch], gen: int, old: dict[str, int]) -> None:
-    """Patch changed vectors and expiries into cached scopes that were current just before the update."""
-    with store._cache_lock:
-        for key, block in list(store._cache.items()):
-            tenant = tenant_token(key[0])
-            if tenant not in old:
-                continue
-            if block.gen != old[tenant]:
-                del store._cache[key]
-                continue
-            query = MemoryScope.model_construct(user_id=key[0], session_id=key[1], agent_id=key[2])
-            rids, matrix, expires = block.view()
-            for patch in patches:
-                if not query.covers(patch.scope):
-                    continue
-                at = np.flatnonzero(rids == patch.rid)
-                if patch.vector is not None and not len(at):
-                    del store._cache[key]  # a record the block lacks (added by another process): reload
-                    break
-                if patch.vector is not None:
-                    matrix[at] = patch.vector
-                if patch.expires is not None:
-                    expires[at] = patch.expires
-            else:
-                block.gen = gen
-

@@ -39,7 +39,6 @@ from ._timerange import TimeBound
 
 if TYPE_CHECKING:
     from ._copy import CopyReport, copy_memories, copy_memories_sync
-    from .knowledge import ChunkOptions, ImportReport, import_knowledge, import_knowledge_sync
     from ._rerank import CallableReranker, RerankerPort
     from .adapters.callable import CallableMemory
     from .adapters.graphiti import GraphitiMemory
@@ -47,7 +46,9 @@ if TYPE_CHECKING:
     from .adapters.postgres import PostgresMemory
     from .adapters.sqlite import SQLiteMemory
     from .adapters.zep import ZepMemory
+    from .curated import AgentMemory, CurationPolicy, NewMemory, curated_tools
     from .embedders.local import LocalEmbedder
+    from .knowledge import ChunkOptions, ImportReport, import_knowledge, import_knowledge_sync
     from .tools import (
         MemoryTool,
         MemoryTools,
@@ -103,11 +104,16 @@ _LAZY: dict[str, str] = {
     "ImportReport": "memoryport.knowledge",
     "import_knowledge": "memoryport.knowledge",
     "import_knowledge_sync": "memoryport.knowledge",
+    "AgentMemory": "memoryport.curated",
+    "CurationPolicy": "memoryport.curated",
+    "NewMemory": "memoryport.curated",
+    "curated_tools": "memoryport.curated",
 }
 
 __all__ = [
     "DEFAULT_LIMITS",
     "OPERATORS",
+    "AgentMemory",
     "BackendError",
     "CallableEmbedder",
     "CallableMemory",
@@ -115,6 +121,7 @@ __all__ = [
     "Capability",
     "ChunkOptions",
     "CopyReport",
+    "CurationPolicy",
     "EmbedderMismatch",
     "EmbeddingError",
     "EmbeddingPort",
@@ -137,6 +144,7 @@ __all__ = [
     "MemoryportError",
     "MetadataValue",
     "MissingExtra",
+    "NewMemory",
     "PendingWrite",
     "PostgresMemory",
     "RerankerPort",
@@ -152,6 +160,7 @@ __all__ = [
     "anthropic_tools",
     "copy_memories",
     "copy_memories_sync",
+    "curated_tools",
     "dispatch_tool_call",
     "find_pii",
     "import_knowledge",

@@ -247,18 +247,23 @@ async def test_erasure_removes_rows_counts_and_index_entries(pg: Server, memory:
         cur = await admin.execute(f"SELECT tenant FROM {memory.schema}.tenants")
         assert await cur.fetchall() == [("u:ben",)]
         # After VACUUM FULL no page of the table or its indexes holds the erased text.
-        cur = await admin.execute(
-            "SELECT current_setting('data_directory') || '/' || pg_relation_filepath(c.oid) FROM pg_class c "
-            "WHERE c.oid = %s::regclass OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = %s::regclass) "
-            "OR c.oid = (SELECT reltoastrelid FROM pg_class WHERE oid = %s::regclass)",
-            (f"{memory.schema}.records",) * 3,
-        )
-        files = [str(r[0]) for r in await cur.fetchall()]
-    assert files
+        cur = await admin.execute(f"SELECT count(*) FROM {memory.schema}.postings")
+        assert await cur.fetchone() == (2,)  # Ben's two stems: "ben", "stay"
+        files = []
+        for table in ("records", "postings"):
+            cur = await admin.execute(
+                "SELECT current_setting('data_directory') || '/' || pg_relation_filepath(c.oid) FROM pg_class c "
+                "WHERE c.oid = %s::regclass "
+                "OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = %s::regclass) "
+                "OR c.oid = (SELECT reltoastrelid FROM pg_class WHERE oid = %s::regclass)",
+                (f"{memory.schema}.{table}",) * 3,
+            )
+            files += [str(r[0]) for r in await cur.fetchall()]
+    assert len(files) >= 6
     await admin_checkpoint(pg)
     for path in files:
         data = await asyncio.to_thread(Path(path).read_bytes)
-        assert secret.encode() not in data, path
+        assert b"zanzibar" not in data, path  # neither the text nor its stem in the keyword index
     assert [r.text for r in await memory.export(BEN)] == ["ben stays"]
 
 
@@ -318,8 +323,44 @@ def test_cli_migrate_vacuum_and_copy_between_sqlite_and_postgres(
     ]
     assert abs(rows[0].created_at - (now - timedelta(days=3))) < timedelta(milliseconds=1)
     assert rows[1].expires_at is not None
+    assert main(["migrate", "--dsn", pg.app_dsn, "--schema", schema, "--hnsw"]) == 2  # no vectors kept
+    assert "keeps no vectors" in capsys.readouterr().err
     assert main(["vacuum", "--dsn", pg.app_dsn, "--schema", schema, "--full"]) == 0
     assert "vacuumed" in capsys.readouterr().out
     monkeypatch.delenv("MEMORYPORT_PG_DSN", raising=False)
     assert main(["migrate"]) == 2
     assert "--dsn" in capsys.readouterr().err
+
+
+async def test_hnsw_index_serves_large_scopes_and_stays_correct(pg: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    m = PostgresMemory(pg.app_dsn, embedder=bow_embedder(), schema=fresh_schema(), exact_below=50,
+                       search_mode="vector")
+    try:
+        words = ["apple", "harbour", "violin", "granite", "meadow", "lantern", "pepper", "glacier", "saddle", "orchid"]
+        texts = [f"{a} {b} {c} {i}" for i, (a, b, c) in enumerate(
+            (words[i % 10], words[(i // 10) % 10], words[(i // 100) % 10]) for i in range(300))]
+        await m.add([MemoryRecord(scope=ANN, text=t) for t in texts])
+        await m.add([MemoryRecord(scope=BEN, text=t) for t in texts[:20]])
+        used: list[bool] = []
+        original = m._store._use_hnsw
+
+        async def spy(*args: object) -> bool:
+            used.append(await original(*args))  # type: ignore[arg-type]
+            return used[-1]
+
+        monkeypatch.setattr(m._store, "_use_hnsw", spy)
+        before = [h.record.text for h in await m.search(texts[123], scope=ANN, k=5)]
+        assert used == []  # no index yet: exact
+        assert await m.create_hnsw_index() is True
+        assert await m.create_hnsw_index() is False
+        after = [h.record.text for h in await m.search(texts[123], scope=ANN, k=5)]
+        assert used == [True]
+        assert after[0] == before[0] == texts[123]
+        assert len(set(after) & set(before)) >= 4  # approximate, but close on a small graph
+        # Ben is small: exact scan of his own rows, never Ann's.
+        hits = await m.search(texts[5], scope=BEN, k=5)
+        assert used[-1] is False and {h.record.scope.user_id for h in hits} == {"ben"}
+        await m.add([MemoryRecord(scope=ANN, text="lantern lantern new")])  # inserted into the graph too
+        assert (await m.search("lantern lantern new", scope=ANN, k=1))[0].record.text == "lantern lantern new"
+    finally:
+        await m.aclose()

@@ -259,6 +259,17 @@ def test_tool_endpoint_answers_exactly_as_dispatch(live: Live, name: str, argume
         assert over_http == in_process
 
 
+def test_every_listed_tool_answers_as_dispatch_on_refusals(live: Live) -> None:
+    """Whatever tools memory_tools() offers (now or later), the endpoint answers exactly as dispatch."""
+    names = memory_tools(SQLiteMemory(live.db)).names
+    assert names
+    with live.client("ann") as ann:
+        for name in names:
+            for raw in ("{}", '{"user_id": "ben"}', "[]", "not json", ""):
+                over_http = ann.post(f"/v1/tools/{name}", content=raw).json()
+                assert over_http == _dispatch(live.db, name, raw, user_id="ann"), (name, raw)
+
+
 def test_every_tool_round_trips_over_http(tmp_path: Path) -> None:
     with live_server(tmp_path) as live, live.client("ann", **{"X-Memoryport-Thread": "chat-1"}) as ann:
         names = [t["name"] for t in ann.get("/v1/tools").json()]

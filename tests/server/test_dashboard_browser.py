@@ -149,15 +149,17 @@ def test_a_person_uses_the_dashboard(browser: Browser, tmp_path: Path, shots: Pa
         assert texts and all("tea" in t for t in texts)
         page.screenshot(path=str(shots / "dashboard-search.png"))
 
-        # the edit page: SQLite cannot update yet, so the form says so instead of pretending
+        # edit one memory
         page.goto(f"{live.url}/ui/memories/{ids['ann_first']}")
-        if Capability.UPDATE in memory.capabilities:
-            page.get_by_label("Text").fill("Ann drinks green tea, and rooibos in the evening")
-            page.get_by_role("button", name="Save").click()
-            expect(page.get_by_role("status").first).to_contain_text("updated")
-        else:
-            expect(page.get_by_text("backend cannot update a memory")).to_be_visible()
-            expect(page.get_by_role("button", name="Save")).to_be_disabled()
+        page.get_by_label("Text").fill("Ann drinks green tea, and rooibos in the evening")
+        page.get_by_label("Metadata").fill(json.dumps({"kind": "preference", "checked": True}))
+        page.screenshot(path=str(shots / "dashboard-edit.png"))
+        page.get_by_role("button", name="Save").click()
+        expect(page.get_by_role("status").first).to_contain_text("updated")
+        expect(page.get_by_label("Text")).to_have_value("Ann drinks green tea, and rooibos in the evening")
+        record = off_loop(memory.get_sync, ids["ann_first"], scope=MemoryScope(user_id="ann"))
+        assert record is not None and record.metadata == {"kind": "preference", "checked": True}
+        assert record.updated_at is not None
 
         # delete one memory (from the edit page)
         page.get_by_role("button", name="Delete this memory").click()
@@ -210,8 +212,8 @@ def test_a_person_uses_the_dashboard(browser: Browser, tmp_path: Path, shots: Pa
         context.close()
 
 
-def test_edit_one_memory(browser: Browser, tmp_path: Path, shots: Path, pg: Server) -> None:
-    memory = PostgresMemory(pg.app_dsn, schema=fresh_schema(), pool_size=2)  # PostgreSQL can update
+def test_edit_on_postgres_and_a_backend_without_update(browser: Browser, tmp_path: Path, pg: Server) -> None:
+    memory: GuardedMemory = PostgresMemory(pg.app_dsn, schema=fresh_schema(), pool_size=2)
     ids = _seed(memory)
     with live_server(tmp_path, memory=memory) as live:
         context = browser.new_context(viewport={"width": 1100, "height": 900})
@@ -220,13 +222,26 @@ def test_edit_one_memory(browser: Browser, tmp_path: Path, shots: Path, pg: Serv
         page.goto(f"{live.url}/ui/memories/{ids['ann_first']}")
         page.get_by_label("Text").fill("Ann drinks green tea, and rooibos in the evening")
         page.get_by_label("Metadata").fill(json.dumps({"kind": "preference", "checked": True}))
-        page.screenshot(path=str(shots / "dashboard-edit.png"))
         page.get_by_role("button", name="Save").click()
         expect(page.get_by_role("status").first).to_contain_text("updated")
         expect(page.get_by_label("Text")).to_have_value("Ann drinks green tea, and rooibos in the evening")
         record = off_loop(memory.get_sync, ids["ann_first"], scope=MemoryScope(user_id="ann"))
         assert record is not None and record.metadata == {"kind": "preference", "checked": True}
+        context.close()
 
+    # A store without update: the form says so and is disabled, instead of pretending.
+    store = DictStore(frozenset(Capability) - {Capability.VECTOR_SEARCH, Capability.UPDATE})
+    memory = GuardedMemory(store)
+    ids = _seed(memory)
+    (tmp_path / "no-update").mkdir()
+    with live_server(tmp_path / "no-update", memory=memory) as live:
+        context = browser.new_context()
+        page = context.new_page()
+        _sign_in(page, live, "ann")
+        page.goto(f"{live.url}/ui/memories/{ids['ann_first']}")
+        expect(page.get_by_text("backend cannot update a memory")).to_be_visible()
+        expect(page.get_by_role("button", name="Save")).to_be_disabled()
+        expect(page.get_by_role("button", name="Delete this memory")).to_be_enabled()
         context.close()
 
 

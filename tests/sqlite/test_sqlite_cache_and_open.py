@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from memoryport import CallableEmbedder, MemoryRecord, MemoryScope, SQLiteMemory
-from memoryport.adapters.sqlite._store import _Block
+from memoryport.adapters.sqlite._vectors import Block as _Block
 
 
 def test_block_append_grows_and_keeps_rows() -> None:

@@ -244,7 +244,7 @@ def test_a_failed_rebuild_fails_the_erasure_not_the_add_and_is_retried(
     db_path: str, driver: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     from memoryport import BackendError
-    from memoryport.adapters.sqlite._store import SQLiteStore
+    from memoryport.adapters.sqlite import _erasure
 
     memory = SQLiteMemory(db_path, driver=driver)
     expired, deleted = marker(), marker()
@@ -260,12 +260,12 @@ def test_a_failed_rebuild_fails_the_erasure_not_the_add_and_is_retried(
         ]
     )
     _, module = load_driver(driver)
-    real = SQLiteStore._finish_erasure
+    real = _erasure.finish_erasure
 
-    def disk_full(self: SQLiteStore, conn: object) -> bool:
+    def disk_full(db: object, conn: object) -> bool:
         raise module.OperationalError("database or disk is full")
 
-    monkeypatch.setattr(SQLiteStore, "_finish_erasure", disk_full)
+    monkeypatch.setattr(_erasure, "finish_erasure", disk_full)
     with caplog.at_level("WARNING", logger="memoryport"):
         # This write removes the expired record; its own records are stored and it must say so.
         [kept] = memory.add_sync([MemoryRecord(scope=BEN, text="Ben keeps tea")])
@@ -274,7 +274,7 @@ def test_a_failed_rebuild_fails_the_erasure_not_the_add_and_is_retried(
     with pytest.raises(BackendError, match="the records were deleted, but rebuilding the file"):
         memory.delete_sync([deleted_id], scope=ANN)
     assert memory.get_sync(deleted_id, scope=ANN) is None
-    monkeypatch.setattr(SQLiteStore, "_finish_erasure", real)
+    monkeypatch.setattr(_erasure, "finish_erasure", real)
     memory.add_sync([MemoryRecord(scope=BEN, text="Ben writes again")])  # the next write finishes it
     assert leaks(db_path, [expired, deleted]) == []
     memory.close()

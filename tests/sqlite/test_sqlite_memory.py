@@ -469,7 +469,11 @@ def test_keyword_search_widens_past_rows_that_fail_scope_or_filters(memory: SQLi
     assert len(memory.search_sync("tea", scope=s1, k=5)) == 1
 
 
-def test_a_minority_user_gets_bm25_over_its_own_records(db_path: str, driver: str) -> None:
+def test_a_minority_user_gets_bm25_over_its_own_records(
+    db_path: str, driver: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memoryport.adapters.sqlite import _keyword
+
     memory = SQLiteMemory(db_path, driver=driver)
     # Ben fills most of the file, so Ann's searches take the per-user BM25 path.
     memory.add_sync([MemoryRecord(scope=BEN, text=f"ben walks the dog {i} in the rain") for i in range(60)])
@@ -483,8 +487,15 @@ def test_a_minority_user_gets_bm25_over_its_own_records(db_path: str, driver: st
             MemoryRecord(scope=ANN, text="Ann likes the rain"),
         ]
     )
-    store = memory.port
-    assert store._keyword_local is not None  # the path under test
+    # The path under test: count its calls, so the test fails if searches stop taking it.
+    local_calls: list[int] = []
+    per_user_bm25 = _keyword.bm25_per_user
+
+    def counted(*args: object, **kwargs: object) -> list[tuple[int, float]]:
+        local_calls.append(1)
+        return per_user_bm25(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_keyword, "bm25_per_user", counted)
     # "dentist" is rarer among Ann's records than "walks": the record with both ranks first.
     assert texts(memory.search_sync("dentist walks", scope=ANN, k=1)) == ["Ann walked to the dentist"]
     # Same word (porter: walked = walks): shorter records rank first (length normalisation).
@@ -498,11 +509,13 @@ def test_a_minority_user_gets_bm25_over_its_own_records(db_path: str, driver: st
         "Ann walked to the dentist"
     ]
     assert all("ben" not in t for t in texts(memory.search_sync("rain dog", scope=ANN, k=10)))
+    assert len(local_calls) >= 5
     memory.close()
 
 
 def test_doc_sizes_come_from_the_fts5_docsize_table(db_path: str, driver: str) -> None:
-    from memoryport.adapters.sqlite._store import _doc_sizes, _varint
+    from memoryport.adapters.sqlite._keyword import doc_sizes as _doc_sizes
+    from memoryport.adapters.sqlite._keyword import varint as _varint
 
     assert _varint(bytes([5, 0])) == 5 and _varint(bytes([0x81, 0x00])) == 128 and _varint(bytes([0x82, 0x2C])) == 300
     memory = SQLiteMemory(db_path, driver=driver)

@@ -12,7 +12,8 @@ import pytest
 from memoryport import MemoryRecord, MemoryScope, MemoryUpdate, SQLiteMemory
 from memoryport._filters import check_filters, matches
 from memoryport._records import utcnow
-from memoryport.adapters.sqlite._store import _FTS_DDL, MIGRATIONS
+from memoryport.adapters.sqlite._schema import FTS_DDL as _FTS_DDL
+from memoryport.adapters.sqlite._schema import MIGRATIONS
 
 from .support import bow_embedder
 from .test_sqlite_erasure import leaks, marker

@@ -81,16 +81,16 @@ def erase_and_die(path: str, driver: str, user: str, stop: str) -> int:
     import os
     import signal
 
-    from memoryport.adapters.sqlite._store import SQLiteStore
+    from memoryport.adapters.sqlite import _erasure
 
     def die(*_: object) -> bool:
         os.kill(os.getpid(), signal.SIGKILL)
         return False
 
     if stop == "after-commit":
-        SQLiteStore._finish_erasure = die  # type: ignore[method-assign]
+        _erasure.finish_erasure = die  # type: ignore[assignment]
     else:  # after-vacuum: the checkpoint that would copy the rebuilt pages never runs
-        SQLiteStore._checkpoint_wal = die  # type: ignore[method-assign]
+        _erasure.checkpoint_wal = die  # type: ignore[assignment]
     memory = SQLiteMemory(path, driver=driver)
     memory.delete_sync(scope=MemoryScope(user_id=user))
     return 0

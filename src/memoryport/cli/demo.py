@@ -226,12 +226,50 @@ async def _conversation(memory: GuardedMemory, where: str, show: _Show) -> None:
     print(f"  erased {n} {'memory' if n == 1 else 'memories'} of user=ben")
     await step(ben1, "recall", {"query": ""})
 
+    await _curated(memory, show)
+
     show.title("What the host saw")
     for who, ctx in (("ann, chat 1", ann1), ("ann, chat 2", ann2), ("ben, chat 1", ben1)):
         ops = ", ".join(f"{name} ×{count}" for name, count in sorted(ctx.operations.items()))
         usage = f"; embedding usage {dict(ctx.usage)}" if ctx.usage else ""
         print(f"  {who}: {ops or 'no storage calls'}{usage}")
     show.note("Events carry counts and latencies, never texts or ids.")
+
+
+async def _curated(memory: GuardedMemory, show: _Show) -> None:
+    """Curated memory over the same file: dedup on write, a reminder, forgetting by query previewed first."""
+    from datetime import datetime, timedelta, timezone
+
+    from memoryport import Capability, ToolContext
+    from memoryport.curated import AgentMemory, curated_tools
+
+    show.title("Curated memory: dedup, a reminder, a dry-run forget")
+    if Capability.UPDATE not in memory.capabilities:
+        show.note(f"skipped: curated memory needs the 'update' capability, which {memory.backend!r} lacks.")
+        return
+    tools = curated_tools(AgentMemory(memory), tier="full")
+
+    async def step(ctx: ToolContext, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        show.call(name, args)
+        result = await _dispatch(tools, name, args, ctx)
+        show.result(result)
+        return result
+
+    print(f"  tools:  {', '.join(t.name for t in tools)} (tier 'full', over AgentMemory)")
+    cleo = ToolContext(user_id="cleo", thread_id="cleo-chat-1")
+    show.say("Cleo", "I'm allergic to peanuts. And remind me to renew my passport this week.")
+    await step(cleo, "remember", {"text": "Cleo is allergic to peanuts", "kind": "fact", "importance": 0.9})
+    await step(cleo, "remember", {"text": "Cleo is allergic to peanuts!", "kind": None, "importance": None})
+    show.note("The second write was a near-duplicate (word overlap 1.0 >= 0.8): it updated the first "
+              "memory instead of adding another.")
+    due = (datetime.now(timezone.utc) + timedelta(days=3)).replace(microsecond=0)
+    await step(cleo, "remember", {"text": "Renew Cleo's passport", "kind": "reminder",
+                                  "due_at": due.isoformat().replace("+00:00", "Z")})
+    await step(cleo, "upcoming", {"within": "7d"})
+    show.say("Cleo", "Actually, forget everything about peanuts.")
+    await step(cleo, "forget_matching", {"query": "peanuts", "threshold": None})
+    show.note("forget_matching always previews first; this host set no approval callback, so nothing "
+              "was deleted. With approve=... the user confirms and the memories go.")
 
 
 async def _dispatch(tools: MemoryTools, name: str, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:

@@ -21,6 +21,7 @@ __all__ = ["register", "register_vacuum", "run", "run_vacuum"]
 EXAMPLES = """examples:
   memoryport migrate --dsn postgresql://owner@db.internal/app
   memoryport migrate --dsn "$DSN" --schema memoryport --text-search-config simple
+  memoryport migrate --dsn "$DSN" --hnsw          # build the HNSW index once users hold many vectors
 """
 
 VACUUM_EXAMPLES = """examples:
@@ -51,6 +52,17 @@ def run(args: argparse.Namespace) -> int:
     result: dict[str, Any] = asyncio.run(
         migrate_dsn(_dsn(args), schema=args.schema, text_search_config=args.text_search_config)
     )
+    if args.hnsw:
+        from memoryport.adapters.postgres import PostgresMemory
+
+        async def build() -> bool:
+            memory = PostgresMemory(_dsn(args), schema=args.schema, pool_size=1)
+            try:
+                return await memory.create_hnsw_index()
+            finally:
+                await memory.aclose()
+
+        result["hnsw_built"] = asyncio.run(build())
     print(json.dumps(result, sort_keys=True))
     return 0
 
@@ -89,6 +101,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--text-search-config",
         metavar="NAME",
         help="text-search configuration of a new schema (default: english); fixed once created",
+    )
+    p.add_argument(
+        "--hnsw",
+        action="store_true",
+        help="also build the HNSW index on the vectors (CREATE INDEX CONCURRENTLY; the schema must keep vectors)",
     )
     p.set_defaults(run=run)
 

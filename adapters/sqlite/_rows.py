@@ -1,0 +1,117 @@
+"""Records as rows and back: times in microseconds, the SQL of scopes and filters (``_where.py``).
+
+Every SQL fragment here binds its values as parameters; nothing a caller passes
+is spliced into SQL.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any, Union
+
+from memoryport._records import MemoryRecord, MemoryScope
+
+from ._where import Where, meta_row, where_sql
+
+__all__ = [
+    "COLUMNS",
+    "NEVER",
+    "Cond",
+    "Conn",
+    "ScopeKey",
+    "covers",
+    "dt",
+    "expiry",
+    "filter_sql",
+    "meta_row",
+    "record_from_row",
+    "scope_key",
+    "scope_sql",
+    "tenant_token",
+    "us",
+]
+
+Conn = Any  # a DB-API connection of whichever driver was chosen
+# Metadata filters (operators included) and a time range, or plain equality filters, or nothing.
+Cond = Union[Where, Mapping[str, Any], None]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_US = timedelta(microseconds=1)
+NEVER = (1 << 63) - 1  # "no expiry" in the vector cache's int64 column
+
+COLUMNS = (
+    "r.rid, r.id, r.user_id, r.session_id, r.agent_id, r.text, r.metadata, r.created_at, r.expires_at, r.updated_at"
+)
+
+
+def us(value: datetime) -> int:
+    """Microseconds since the epoch: how times are stored."""
+    return (value - _EPOCH) // _US
+
+
+def dt(value: int) -> datetime:
+    """The aware datetime of a stored time."""
+    return _EPOCH + timedelta(microseconds=value)
+
+
+def expiry(record: MemoryRecord) -> int:
+    """A record's ``expires_at`` as stored, :data:`NEVER` when it has none."""
+    return NEVER if record.expires_at is None else us(record.expires_at)
+
+
+@functools.lru_cache(maxsize=65_536)
+def tenant_token(user_id: str | None) -> str:
+    """The FTS5 token (and cache key) standing for a user: digits of a hash, never the id."""
+    raw = b"\x00" if user_id is None else b"u" + user_id.encode("utf-8")
+    return "t" + str(int.from_bytes(hashlib.sha256(b"memoryport-tenant\x00" + raw).digest()[:10], "big"))
+
+
+def scope_sql(scope: MemoryScope, alias: str = "r") -> tuple[str, list[Any]]:
+    """The rows a scope covers: its user (None included), and its session and agent where set."""
+    conds = [f"{alias}.user_id IS ?"]
+    params: list[Any] = [scope.user_id]
+    if scope.session_id is not None:
+        conds.append(f"{alias}.session_id = ?")
+        params.append(scope.session_id)
+    if scope.agent_id is not None:
+        conds.append(f"{alias}.agent_id = ?")
+        params.append(scope.agent_id)
+    return " AND ".join(conds), params
+
+
+def filter_sql(filters: Cond, alias: str = "r", created: str | None = None) -> tuple[str, list[Any]]:
+    """Filters (operators included) and the time range as `` AND ...``, or ``""``; see ``_where.py``."""
+    return where_sql(filters, alias, created)
+
+
+def record_from_row(row: Sequence[Any]) -> MemoryRecord:
+    """The record of a row selected with :data:`COLUMNS`."""
+    # Rows were validated on the way in; re-validating every text on every read
+    # would cost ~50 µs per hit (more than a 10k-vector scan), so construct directly.
+    _, rid, user, session, agent, text, metadata, created, expires, updated = row
+    return MemoryRecord.model_construct(
+        id=rid,
+        scope=MemoryScope.model_construct(user_id=user, session_id=session, agent_id=agent),
+        text=text,
+        metadata=json.loads(metadata) if metadata else {},
+        created_at=dt(created),
+        expires_at=None if expires is None else dt(expires),
+        updated_at=None if updated is None else dt(updated),
+    )
+
+
+ScopeKey = tuple[str | None, str | None, str | None]
+
+
+def scope_key(scope: MemoryScope) -> ScopeKey:
+    """A scope as a hashable key (the vector cache's)."""
+    return scope.user_id, scope.session_id, scope.agent_id
+
+
+def covers(key: ScopeKey, record: MemoryRecord) -> bool:
+    """Whether the scope of ``key`` covers ``record``."""
+    return MemoryScope.model_construct(user_id=key[0], session_id=key[1], agent_id=key[2]).covers(record.scope)

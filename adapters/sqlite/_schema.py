@@ -1,0 +1,295 @@
+"""The file's tables: migrations, opening a file (read-write or read-only), and the bookkeeping rows.
+
+``MIGRATIONS`` is a list of statement groups, group *i* taking the file from
+version *i* to *i + 1*, applied in order in one transaction when a file is
+opened; the version is recorded in ``meta.schema_version``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from memoryport._embedding import EmbeddingPort
+from memoryport._errors import BackendError, EmbedderMismatch, UsageError
+
+from . import _erasure
+from ._connection import Database, is_busy
+from ._files import cannot_write, tighten
+from ._rows import Conn
+
+__all__ = ["FTS_DDL", "MIGRATIONS", "SCHEMA_VERSION", "SECURE_DELETE_FTS5", "bump", "meta_int", "open_file"]
+
+logger = logging.getLogger("memoryport")
+
+# Each entry migrates the file from version i to i + 1, in one transaction.
+MIGRATIONS: list[tuple[str, ...]] = [
+    (
+        "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID",
+        """CREATE TABLE records(
+            rid INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            user_id TEXT, session_id TEXT, agent_id TEXT,
+            text TEXT NOT NULL,
+            metadata TEXT,
+            created_at INTEGER NOT NULL,
+            expires_at INTEGER)""",
+        "CREATE INDEX records_user_time ON records(user_id, created_at)",
+        "CREATE INDEX records_expiry ON records(expires_at) WHERE expires_at IS NOT NULL",
+        "CREATE TABLE vectors(rid INTEGER PRIMARY KEY, vec BLOB NOT NULL)",
+        """CREATE TABLE record_meta(rid INTEGER NOT NULL, key TEXT NOT NULL, tag TEXT NOT NULL, value,
+            PRIMARY KEY(rid, key)) WITHOUT ROWID""",
+        """CREATE TABLE generations(tenant TEXT PRIMARY KEY, gen INTEGER NOT NULL, n INTEGER NOT NULL DEFAULT 0)
+            WITHOUT ROWID""",
+        "INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', 0), ('records', 0)",
+    ),
+    ("ALTER TABLE records ADD COLUMN updated_at INTEGER",),
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+FTS_DDL = (
+    "CREATE VIRTUAL TABLE records_fts USING fts5(body, tenant, content='', "
+    "tokenize='porter unicode61 remove_diacritics 2')"
+)
+SECURE_DELETE_FTS5 = (3, 42, 0)
+
+
+def meta_int(path: str, key: str, value: Any) -> int:
+    """An integer setting of the file's ``meta`` table, or a typed error naming the file and key."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().isdigit() and len(value) < 20:
+        return int(value)
+    state = "missing" if value is None else f"{str(value)[:40]!r}, not an integer"
+    raise UsageError(f"{path}: meta.{key} is {state}; the file is damaged or was not written by memoryport")
+
+
+def bump(conn: Conn, deltas: Mapping[str, int]) -> tuple[int, dict[str, int]]:
+    """Advance the file's generation for these tenants and their record counts by ``deltas``.
+
+    The generation tells every process's vector cache that a tenant changed; the
+    counts steer the keyword plan. Returns the new generation and the tenants'
+    previous ones (-1: none).
+    """
+    tenants = sorted(deltas)
+    if not tenants:
+        return -1, {}
+    gen = int(conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation' RETURNING value").fetchone()[0])
+    old: dict[str, int] = {}
+    for tenant in tenants:
+        row = conn.execute("SELECT gen FROM generations WHERE tenant = ?", (tenant,)).fetchone()
+        old[tenant] = -1 if row is None else int(row[0])
+    conn.executemany(
+        "INSERT INTO generations(tenant, gen, n) VALUES (?, ?, ?) "
+        "ON CONFLICT(tenant) DO UPDATE SET gen = excluded.gen, n = n + excluded.n",
+        [(t, gen, deltas[t]) for t in tenants],
+    )
+    conn.execute("UPDATE meta SET value = value + ? WHERE key = 'records'", (sum(deltas.values()),))
+    return gen, old
+
+
+def open_file(
+    db: Database,
+    *,
+    use_fts5: bool,
+    embedder: EmbeddingPort | None,
+    sqlite_version: tuple[int, ...],
+    driver_name: str,
+) -> str:
+    """Open (and migrate) the file; return its keyword index, ``"fts5"`` or ``"like"``.
+
+    Read-write when it can, else read-only (``db.read_only`` says why) when the
+    file or its folder cannot be written. Every failure is a typed error naming
+    the path; the connections are closed after one.
+    """
+    opening = _Opening(db, use_fts5, embedder, sqlite_version, driver_name)
+    try:
+        return opening.open()
+    except db.driver.OperationalError as exc:
+        db.close()
+        why = None if is_busy(exc) else cannot_write(db.path)
+        if why is None:
+            raise BackendError(
+                f"SQLite {db.path} could not be opened: {exc}", backend=db.backend, operation="open"
+            ) from exc
+    except db.driver.DatabaseError as exc:
+        db.close()
+        # "file is not a database", "database disk image is malformed": the path is wrong.
+        raise UsageError(f"{db.path} cannot be opened as a memoryport SQLite file: {exc}") from exc
+    except BaseException:
+        db.close()
+        raise
+    # The file, or its folder (where SQLite keeps -wal and -shm), is not writable
+    # by this process: open for reading, and refuse writes with a clear error.
+    db.read_only = why
+    try:
+        return opening.open()
+    except db.driver.OperationalError as exc:
+        db.close()
+        error: BaseException = exc
+    except db.driver.DatabaseError as exc:
+        db.close()
+        raise UsageError(f"{db.path} cannot be opened even for reading ({why}): {exc}") from exc
+    except BaseException:
+        db.close()
+        raise
+    # A reader needs the -shm file; where it cannot be created and no -wal holds
+    # changes, the file is read as immutable (nobody can be writing it in WAL mode then).
+    try:
+        wal_size = os.path.getsize(db.path + "-wal")
+    except OSError:
+        wal_size = 0
+    if wal_size == 0 and not os.path.exists(db.path + "-shm"):
+        db.ro_mode = "immutable=1"
+        try:
+            return opening.open()
+        except db.driver.DatabaseError as exc:
+            db.close()
+            error = exc
+        except BaseException:
+            db.close()
+            raise
+    raise UsageError(f"{db.path} cannot be opened even for reading ({why}): {error}") from error
+
+
+@dataclass
+class _Opening:
+    db: Database
+    use_fts5: bool
+    embedder: EmbeddingPort | None
+    sqlite_version: tuple[int, ...]
+    driver_name: str
+
+    def open(self) -> str:
+        db = self.db
+        conn = db.conn()
+        if db.read_only is None:
+            conn.execute("PRAGMA journal_mode = WAL")
+            tighten(db.path)
+        kind, pending = db.transaction(conn, self._open, immediate=db.read_only is None)
+        if pending and db.read_only is None:  # an erasure that a killed process left half done
+            with db.write_lock:
+                _erasure.finish_erasure(db, conn)
+        return kind
+
+    def _open(self, conn: Conn) -> tuple[str, int]:
+        db = self.db
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "meta" in tables:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            version = meta_int(db.path, "schema_version", None if row is None else row[0])
+        elif tables - {"sqlite_sequence"}:
+            raise UsageError(f"{db.path} is an SQLite file but not a memoryport store")
+        else:
+            version = 0
+        if version > SCHEMA_VERSION:
+            raise UsageError(
+                f"{db.path} has schema version {version}, newer than this memoryport "
+                f"({SCHEMA_VERSION}); upgrade memoryport"
+            )
+        if db.read_only is not None:
+            return self._open_read_only(conn, version), 0
+        created = version == 0
+        for statements in MIGRATIONS[version:]:
+            for statement in statements:
+                conn.execute(statement)
+        conn.execute(
+            "INSERT INTO meta(key, value) VALUES ('schema_version', ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (SCHEMA_VERSION,),
+        )
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        if created:
+            if self.use_fts5 and self._has_fts5(conn):
+                conn.execute(FTS_DDL)
+                kind = "fts5"
+            else:
+                kind = "like"
+                logger.warning(
+                    "%s: keyword search in %s uses LIKE (no word stems, no BM25 ranking)",
+                    f"SQLite {'.'.join(map(str, self.sqlite_version))} has no FTS5"
+                    if self.use_fts5
+                    else "use_fts5=False",
+                    db.name,
+                )
+            conn.execute("INSERT INTO meta(key, value) VALUES ('keyword_index', ?)", (kind,))
+        else:
+            kind = self._existing_index(conn, meta)
+        if kind == "fts5" and self.sqlite_version >= SECURE_DELETE_FTS5:
+            conn.execute("INSERT INTO records_fts(records_fts, rank) VALUES ('secure-delete', 1)")
+        self._check_embedder(conn, meta)
+        return kind, _erasure.erase_stage(conn)
+
+    def _open_read_only(self, conn: Conn, version: int) -> str:
+        """The checks of :meth:`_open` without its writes (migrations, settings, the embedder's record)."""
+        db = self.db
+        if version < SCHEMA_VERSION:
+            raise UsageError(
+                f"{db.path} has schema version {version} and needs migrating to {SCHEMA_VERSION}, "
+                f"but it is read-only ({db.read_only})"
+            )
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        kind = self._existing_index(conn, meta)
+        if meta.get("embedder_name") is not None or conn.execute("SELECT 1 FROM records LIMIT 1").fetchone():
+            self._check_embedder(conn, meta)
+        if _erasure.erase_stage(conn):
+            logger.warning(
+                "SQLite %s: an erasure was interrupted and cannot be finished, the file is read-only (%s); "
+                "erased texts may remain in it until a process that can write opens it",
+                db.name,
+                db.read_only,
+            )
+        return kind
+
+    def _has_fts5(self, conn: Conn) -> bool:
+        try:
+            conn.execute("CREATE VIRTUAL TABLE temp.memoryport_fts_probe USING fts5(x)")
+            conn.execute("DROP TABLE temp.memoryport_fts_probe")
+        except self.db.driver.OperationalError:
+            return False
+        return True
+
+    def _existing_index(self, conn: Conn, meta: Mapping[str, Any]) -> str:
+        path = self.db.path
+        kind = meta.get("keyword_index", "like")
+        if kind not in ("fts5", "like"):
+            raise UsageError(f"{path}: meta.keyword_index is {kind!r}, not 'fts5' or 'like'; the file is damaged")
+        if kind == "fts5" and not self._has_fts5(conn):
+            raise UsageError(
+                f"{path} uses FTS5, which SQLite "
+                f"{'.'.join(map(str, self.sqlite_version))} of driver {self.driver_name!r} lacks; "
+                'open it with another driver (pip install "memoryport[sqlite-new]")'
+            )
+        return str(kind)
+
+    def _check_embedder(self, conn: Conn, meta: Mapping[str, Any]) -> None:
+        name, dim = meta.get("embedder_name"), meta.get("embedder_dim")
+        if dim is not None:
+            dim = meta_int(self.db.path, "embedder_dim", dim)
+        emb = self.embedder
+        way_out = (
+            "re-embed it first: `await SQLiteMemory.reembed(path, embedder, progress=...)` "
+            "(or `SQLiteMemory.reembed_sync(...)`; with the local model: `memoryport reembed --db PATH`)"
+        )
+        if emb is None:
+            return
+        if name is None:
+            count = conn.execute("SELECT count(*) FROM records").fetchone()[0]
+            if count:
+                raise EmbedderMismatch(
+                    f"{self.db.name} holds {count} records without vectors and was opened "
+                    f"with embedder {emb.name!r}; {way_out}"
+                )
+            conn.execute(
+                "INSERT INTO meta(key, value) VALUES ('embedder_name', ?), ('embedder_dim', ?)",
+                (emb.name, int(emb.dim)),
+            )
+            return
+        if name != emb.name or dim is None or int(dim) != int(emb.dim):
+            raise EmbedderMismatch(
+                f"{self.db.name} holds vectors of embedder {name!r} (dim {dim}) and was opened "
+                f"with {emb.name!r} (dim {emb.dim}); open it with the same embedder, or {way_out}"
+            )

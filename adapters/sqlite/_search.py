@@ -1,0 +1,138 @@
+"""Search once the query is embedded: recent listing, keyword/vector/hybrid ranking, conversational context.
+
+Runs inside one read transaction (the caller's), so every statement of a search
+sees the same snapshot. Ranking itself (fusion, the neighbour lift) is
+:mod:`memoryport.ranking`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from memoryport import ranking
+from memoryport._port import SearchResults
+from memoryport._records import MemoryHit, MemoryScope, utcnow
+
+from ._keyword import keyword_ranking
+from ._rows import COLUMNS, Cond, Conn, filter_sql, record_from_row, scope_sql, us
+from ._vectors import F32
+
+if TYPE_CHECKING:
+    from ._store import SQLiteStore
+
+__all__ = ["NEIGHBOUR_SCAN", "neighbours", "recent", "rows_by_rid", "search_hits"]
+
+# How many of a user's records on each side of a candidate the neighbour lookup reads.
+NEIGHBOUR_SCAN = 16
+
+
+def recent(conn: Conn, scope: MemoryScope, k: int, filters: Cond) -> list[MemoryHit]:
+    where, params = scope_sql(scope)
+    fsql, fparams = filter_sql(filters)
+    rows = conn.execute(
+        f"SELECT {COLUMNS} FROM records r WHERE {where} AND (r.expires_at IS NULL OR r.expires_at > ?){fsql} "
+        "ORDER BY r.created_at DESC, r.rid DESC LIMIT ?",
+        [*params, us(utcnow()), *fparams, k],
+    ).fetchall()
+    return SearchResults(
+        [MemoryHit(record=record_from_row(row), score=1.0 / (1 + i), signal="recent") for i, row in enumerate(rows)],
+        mode="recent",
+    )
+
+
+def search_hits(
+    store: SQLiteStore,
+    conn: Conn,
+    query: str,
+    qvec: F32 | None,
+    mode: str,
+    scope: MemoryScope,
+    k: int,
+    filters: Cond,
+) -> list[MemoryHit]:
+    """The ``k`` best hits by ``mode`` (``keyword``, ``vector``, ``hybrid``); keyword when ``qvec`` is None."""
+    now = us(utcnow())
+    limit = max(k, store.candidates)
+    if qvec is None or mode == "keyword":
+        scored = list(
+            ranking.normalise(keyword_ranking(conn, store.keyword_index, query, scope, limit, filters, now)).items()
+        )
+        signal = "keyword"
+    elif mode == "vector":
+        # Pure cosine similarity: the scores keep their meaning, no neighbours.
+        scored = store.vectors.ranking_job(conn, qvec, scope, k, filters, now)()
+        signal = "vector"
+    else:
+        # The matrix product (numpy, GIL released) runs beside the FTS5 query
+        # (SQLite, GIL released): hybrid costs about the slower of the two.
+        # Both read this transaction's snapshot: the job's inputs are read here.
+        job = store.numpy.submit(store.vectors.ranking_job(conn, qvec, scope, limit, filters, now))
+        keyword = keyword_ranking(conn, store.keyword_index, query, scope, limit, filters, now)
+        vector = job.result()
+        scored = ranking.fuse(keyword, vector)
+        signal = "hybrid"
+    if signal == "vector":
+        ranked = scored
+    else:
+        # Keyword search re-ranks its own matches only: every hit still contains a query word.
+        near = neighbours(
+            conn, [rid for rid, _ in scored], filters, now, weight=store.context_weight, window=store.context_window
+        )
+        ranked = ranking.spread_to_neighbours(
+            scored, near, weight=store.context_weight, only_scored=signal == "keyword"
+        )[:k]
+    rows = rows_by_rid(conn, [rid for rid, _ in ranked])
+    return [
+        MemoryHit(record=record_from_row(rows[rid]), score=score, signal=signal) for rid, score in ranked if rid in rows
+    ]
+
+
+def neighbours(
+    conn: Conn,
+    rids: Sequence[int],
+    filters: Cond,
+    now: int,
+    *,
+    weight: float,
+    window: int,
+) -> dict[int, list[tuple[int, int]]]:
+    """rid -> (rid, distance) of the live records of its exact scope written just before and after it.
+
+    Up to ``window`` on each side, in (created_at, rid) order, matching the filters.
+    """
+    if not rids or not weight or window < 1:
+        return {}
+    # Only the user's nearest NEIGHBOUR_SCAN records on each side are looked at, so a
+    # selective filter or interleaved sessions cannot make this walk a user's whole history.
+    fsql, fparams = filter_sql(filters, alias="w", created="w.t")
+    side = (
+        "(SELECT json_group_array(json_array(t, rid)) FROM (SELECT w.t AS t, w.rid AS rid FROM ("
+        "SELECT n.created_at AS t, n.rid AS rid, n.session_id AS s, n.agent_id AS a, n.expires_at AS e "
+        "FROM records n WHERE n.user_id IS c.user_id AND (n.created_at, n.rid) {op} (c.created_at, c.rid) "
+        "ORDER BY n.created_at {dir}, n.rid {dir} LIMIT ?) AS w "
+        "WHERE w.s IS c.session_id AND w.a IS c.agent_id AND (w.e IS NULL OR w.e > ?)" + fsql + " "
+        "ORDER BY w.t {dir}, w.rid {dir} LIMIT ?))"
+    )
+    one_side = [NEIGHBOUR_SCAN, now, *fparams, window]
+    rows = conn.execute(
+        f"SELECT c.rid, {side.format(op='<', dir='DESC')}, {side.format(op='>', dir='ASC')} "
+        f"FROM records c WHERE c.rid IN ({','.join('?' * len(rids))})",
+        [*one_side, *one_side, *rids],
+    ).fetchall()
+    out: dict[int, list[tuple[int, int]]] = {}
+    for rid, before, after in rows:
+        # sorted here: an aggregate's input order is not guaranteed
+        near_first = (sorted(json.loads(before or "[]"), reverse=True), sorted(json.loads(after or "[]")))
+        out[int(rid)] = [
+            (int(other), distance) for side_rows in near_first for distance, (_, other) in enumerate(side_rows, 1)
+        ]
+    return out
+
+
+def rows_by_rid(conn: Conn, rids: Sequence[int]) -> dict[int, Sequence[Any]]:
+    if not rids:
+        return {}
+    found = conn.execute(f"SELECT {COLUMNS} FROM records r WHERE r.rid IN ({','.join('?' * len(rids))})", rids)
+    return {row[0]: row for row in found}

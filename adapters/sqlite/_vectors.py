@@ -1,0 +1,266 @@
+"""The vector cache: each scope's unit vectors in RAM, kept current across processes by generations.
+
+A scope's block is loaded from the file once and reused while no process has
+written to its user since (``generations`` in the file says so); this process's
+own adds are appended in place. :meth:`VectorCache.ranking_job` reads what a
+ranking needs inside the caller's read transaction and returns the numpy part
+to run anywhere.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from memoryport._embedding import EmbeddingPort, check_matrix
+from memoryport._errors import BackendError, EmbeddingError
+from memoryport._records import MemoryRecord, MemoryScope
+
+from ._rows import NEVER, Cond, Conn, ScopeKey, covers, expiry, filter_sql, scope_key, scope_sql, tenant_token
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    F32 = npt.NDArray[np.float32]
+    I64 = npt.NDArray[np.int64]
+else:
+    F32 = I64 = Any
+
+__all__ = ["F32", "Block", "Patch", "VectorCache", "dot", "embed", "normalise"]
+
+# Below this many floats, numpy's own loop (einsum) beats BLAS: a multi-threaded
+# BLAS gemv waits for its threads to wake, 8-16 ms on a loaded 2-core machine,
+# whatever the size (measured: docs/benchmarks-sqlite.md). Above it, BLAS threads pay off.
+_BLAS_FROM = 64_000_000
+
+
+def dot(matrix: F32, q: F32) -> F32:
+    """Each row of ``matrix`` times ``q``, by whichever of numpy's loops is faster at this size."""
+    if matrix.size < _BLAS_FROM:
+        return np.einsum("ij,j->i", matrix, q)  # type: ignore[no-any-return]
+    return matrix @ q
+
+
+def normalise(matrix: F32) -> F32:
+    """Rows scaled to unit length (a zero row stays zero), contiguous float32."""
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return np.ascontiguousarray(matrix / np.maximum(norms, 1e-12), dtype=np.float32)
+
+
+async def embed(embedder: EmbeddingPort, texts: list[str]) -> F32:
+    """Unit-length float32 rows; any failure of the embedder becomes :class:`EmbeddingError`."""
+    try:
+        rows = await embedder.embed(texts)
+    except EmbeddingError:
+        raise
+    except Exception as exc:
+        raise EmbeddingError(
+            f"embedder {embedder.name!r} failed: {type(exc).__name__}", backend=embedder.name, operation="embed"
+        ) from exc
+    return normalise(check_matrix(rows, len(texts), int(embedder.dim), embedder.name))
+
+
+class Block:
+    """One scope's vectors in RAM, valid while its tenant's generation is ``gen``.
+
+    The arrays have spare capacity so that appending a batch after a write is
+    amortised O(batch), not a copy of the whole scope. Read through :meth:`view`
+    (under the cache lock): the first ``n`` rows of the three buffers.
+    """
+
+    def __init__(self, gen: int, rids: I64, matrix: F32, expires: I64) -> None:
+        self.gen = gen
+        self._rids, self._matrix, self._expires = rids, matrix, expires
+        self.n = len(rids)
+
+    def view(self) -> tuple[I64, F32, I64]:
+        n = self.n
+        return self._rids[:n], self._matrix[:n], self._expires[:n]
+
+    def append(self, rids: I64, matrix: F32, expires: I64) -> None:
+        n, m = self.n, len(rids)
+        if n + m > len(self._rids):
+            capacity = max(2 * len(self._rids), n + m, 64)
+            grown_rids = np.empty(capacity, dtype=np.int64)
+            grown_matrix = np.empty((capacity, self._matrix.shape[1]), dtype=np.float32)
+            grown_expires = np.empty(capacity, dtype=np.int64)
+            grown_rids[:n], grown_matrix[:n], grown_expires[:n] = self.view()
+            self._rids, self._matrix, self._expires = grown_rids, grown_matrix, grown_expires
+        self._rids[n : n + m] = rids
+        self._matrix[n : n + m] = matrix
+        self._expires[n : n + m] = expires
+        self.n = n + m
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._rids.nbytes + self._matrix.nbytes + self._expires.nbytes)
+
+
+@dataclass
+class Patch:
+    """What an update changed in one record, for the vectors cached in RAM."""
+
+    rid: int
+    scope: MemoryScope
+    vector: F32 | None
+    expires: int | None  # None: unchanged
+
+
+class VectorCache:
+    """Blocks of vectors per scope, least recently used dropped beyond ``cache_bytes``."""
+
+    def __init__(self, dim: int, cache_bytes: int) -> None:
+        self.dim = dim
+        self.cache_bytes = cache_bytes
+        self.lock = threading.Lock()
+        self._blocks: OrderedDict[ScopeKey, Block] = OrderedDict()
+
+    def clear(self) -> None:
+        """Forget every block."""
+        with self.lock:
+            self._blocks.clear()
+
+    def block(self, conn: Conn, scope: MemoryScope) -> Block:
+        """This scope's vectors, from RAM while no process has written to its tenant since."""
+        key = scope_key(scope)
+        row = conn.execute("SELECT gen FROM generations WHERE tenant = ?", (tenant_token(scope.user_id),)).fetchone()
+        gen = -1 if row is None else int(row[0])
+        with self.lock:
+            block = self._blocks.get(key)
+            if block is not None and block.gen == gen:
+                self._blocks.move_to_end(key)
+                return block
+        where, params = scope_sql(scope)
+        cursor = conn.execute(
+            f"SELECT r.rid, coalesce(r.expires_at, {NEVER}), v.vec FROM records r JOIN vectors v ON v.rid = r.rid "
+            f"WHERE {where}",
+            params,
+        )
+        dim = self.dim
+        # In chunks: holding every row's bytes at once doubles the peak memory of a 1M-vector load.
+        rids: list[I64] = []
+        expires: list[I64] = []
+        matrices: list[F32] = []
+        while rows := cursor.fetchmany(16_384):
+            chunk = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
+            if chunk.size != len(rows) * dim:
+                raise BackendError(
+                    f"stored vectors do not have the embedder's dimension {dim}; re-embed the file",
+                    backend="sqlite",
+                    operation="search",
+                )
+            matrices.append(chunk.reshape(len(rows), dim))
+            rids.append(np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)))
+            expires.append(np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)))
+        block = Block(
+            gen=gen,
+            rids=np.concatenate(rids) if rids else np.zeros(0, dtype=np.int64),
+            matrix=np.concatenate(matrices) if matrices else np.zeros((0, dim), dtype=np.float32),
+            expires=np.concatenate(expires) if expires else np.zeros(0, dtype=np.int64),
+        )
+        with self.lock:
+            self._blocks[key] = block
+            self._blocks.move_to_end(key)
+            total = sum(b.nbytes for b in self._blocks.values())
+            while total > self.cache_bytes and len(self._blocks) > 1:
+                _, dropped = self._blocks.popitem(last=False)
+                total -= dropped.nbytes
+        return block
+
+    def ranking_job(
+        self,
+        conn: Conn,
+        qvec: F32,
+        scope: MemoryScope,
+        limit: int,
+        filters: Cond,
+        now: int,
+    ) -> Callable[[], list[tuple[int, float]]]:
+        """Read what the vector ranking needs (in this snapshot); return the pure numpy rest."""
+        block = self.block(conn, scope)
+        with self.lock:
+            rids, matrix, expires = block.view()
+        allowed: I64 | None = None
+        if filters and len(rids):
+            where, params = scope_sql(scope)
+            fsql, fparams = filter_sql(filters)
+            allowed = np.fromiter(
+                (r[0] for r in conn.execute(f"SELECT r.rid FROM records r WHERE {where}{fsql}", params + fparams)),
+                dtype=np.int64,
+            )
+
+        def rank() -> list[tuple[int, float]]:
+            if not len(rids):
+                return []
+            scores = dot(matrix, qvec)
+            dead = expires <= now
+            if allowed is not None:
+                dead |= ~np.isin(rids, allowed)
+            if dead.any():
+                scores = np.where(dead, -np.inf, scores)
+            n = min(limit, int((~dead).sum()))
+            if n <= 0:
+                return []
+            top = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else np.arange(len(scores))
+            top = top[np.argsort(-scores[top], kind="stable")]
+            return [(int(rid), float(score)) for rid, score in zip(rids[top], scores[top], strict=True)]
+
+        return rank
+
+    def extend(
+        self,
+        records: Sequence[MemoryRecord],
+        vectors: F32 | None,
+        base: int,
+        gen: int,
+        old: Mapping[str, int],
+        erased: bool,
+    ) -> None:
+        """Append our own batch to cached scopes that were current just before it (saves a reload)."""
+        with self.lock:
+            for key, block in list(self._blocks.items()):
+                tenant = tenant_token(key[0])
+                if tenant not in old:
+                    continue
+                if erased or vectors is None or block.gen != old[tenant]:
+                    del self._blocks[key]
+                    continue
+                mine = [i for i, r in enumerate(records) if covers(key, r)]
+                if mine:
+                    block.append(
+                        np.asarray([base + i for i in mine], dtype=np.int64),
+                        vectors[mine],
+                        np.asarray([expiry(records[i]) for i in mine], dtype=np.int64),
+                    )
+                block.gen = gen
+
+    def patch(self, patches: Sequence[Patch], gen: int, old: Mapping[str, int]) -> None:
+        """Patch changed vectors and expiries into cached scopes that were current just before the update."""
+        with self.lock:
+            for key, block in list(self._blocks.items()):
+                tenant = tenant_token(key[0])
+                if tenant not in old:
+                    continue
+                if block.gen != old[tenant]:
+                    del self._blocks[key]
+                    continue
+                query = MemoryScope.model_construct(user_id=key[0], session_id=key[1], agent_id=key[2])
+                rids, matrix, expires = block.view()
+                for patch in patches:
+                    if not query.covers(patch.scope):
+                        continue
+                    at = np.flatnonzero(rids == patch.rid)
+                    if patch.vector is not None and not len(at):
+                        del self._blocks[key]  # a record the block lacks (added by another process): reload
+                        break
+                    if patch.vector is not None:
+                        matrix[at] = patch.vector
+                    if patch.expires is not None:
+                        expires[at] = patch.expires
+                else:
+                    block.gen = gen
