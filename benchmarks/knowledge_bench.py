@@ -1,6 +1,6 @@
 """Knowledge import throughput: files/s and chunks/s over a generated tree, keyword-only and embedded.
 
-    python -m benchmarks.knowledge_bench [--files 3000] [--embed-files 300]
+    python -m benchmarks.knowledge_bench [--files 3000] [--embed-files 60]
 
 The tree: nested folders of Markdown (70%), text (15%) and HTML (15%) files of
 2-8 sections of 1-4 paragraphs each, plus a few PDFs (one per 100 files, written
@@ -110,6 +110,19 @@ async def timed(memory: SQLiteMemory, root: Path, scope: MemoryScope) -> tuple[I
     return report, time.perf_counter() - t
 
 
+class _Rows(list[str]):
+    """The table's rows, also written to stderr as they come (a long run can be read while it goes)."""
+
+    def __init__(self, rows: list[str]) -> None:
+        super().__init__()
+        for r in rows:
+            self.append(r)
+
+    def append(self, row: str) -> None:
+        super().append(row)
+        print(row, file=sys.stderr, flush=True)
+
+
 def row(label: str, files: int, report: ImportReport, secs: float) -> str:
     chunks = report.chunks_added + report.chunks_updated
     return (
@@ -118,14 +131,20 @@ def row(label: str, files: int, report: ImportReport, secs: float) -> str:
 
 
 async def main(n_files: int, n_embed: int) -> str:
-    tmp = Path(tempfile.mkdtemp(prefix="memoryport-knowledge-"))
+    with tempfile.TemporaryDirectory(prefix="memoryport-knowledge-") as tmp:
+        return await _run(Path(tmp), n_files, n_embed)
+
+
+async def _run(tmp: Path, n_files: int, n_embed: int) -> str:
     root = tmp / "tree"
     build(root, n_files)
     scope = MemoryScope(user_id="bench")
-    rows = [
-        "| run | files | chunks written | seconds | files/s | chunks/s |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
+    rows = _Rows(
+        [
+            "| run | files | chunks written | seconds | files/s | chunks/s |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+    )
     memory = SQLiteMemory(tmp / "kw.db")
     first, secs = await timed(memory, root, scope)
     assert not first.failed, first.failed
@@ -158,6 +177,6 @@ async def main(n_files: int, n_embed: int) -> str:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", type=int, default=3000)
-    parser.add_argument("--embed-files", type=int, default=300)
+    parser.add_argument("--embed-files", type=int, default=60)
     a = parser.parse_args()
     print(asyncio.run(main(a.files, a.embed_files)))

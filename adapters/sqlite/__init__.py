@@ -21,9 +21,10 @@ from memoryport._sync import run_sync
 from memoryport.ranking import NEIGHBOUR_WEIGHT, NEIGHBOUR_WINDOW
 
 from ._driver import available_drivers, load_driver
+from ._graph import SQLiteGraph
 from ._store import SCHEMA_VERSION, SQLiteStore, reembed_file
 
-__all__ = ["SCHEMA_VERSION", "SQLiteMemory", "available_drivers", "load_driver", "reembed_file"]
+__all__ = ["SCHEMA_VERSION", "SQLiteGraph", "SQLiteMemory", "available_drivers", "load_driver", "reembed_file"]
 
 
 class SQLiteMemory(GuardedMemory):

@@ -39,12 +39,13 @@ from ._timerange import TimeBound
 
 if TYPE_CHECKING:
     from ._copy import CopyReport, copy_memories, copy_memories_sync
+    from ._graph import Fact, GraphPort, KnowledgeGraph, NewFact, Related
     from ._rerank import CallableReranker, RerankerPort
     from .adapters.callable import CallableMemory
     from .adapters.graphiti import GraphitiMemory
     from .adapters.mem0 import Mem0Memory
     from .adapters.postgres import PostgresMemory
-    from .adapters.sqlite import SQLiteMemory
+    from .adapters.sqlite import SQLiteGraph, SQLiteMemory
     from .adapters.zep import ZepMemory
     from .curated import AgentMemory, CurationPolicy, NewMemory, curated_tools
     from .embedders.local import LocalEmbedder
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
         anthropic_tools,
         dispatch_tool_call,
         find_pii,
+        graph_tools,
         mcp_server,
         memory_tools,
         openai_tools,
@@ -101,6 +103,13 @@ _LAZY: dict[str, str] = {
     "copy_memories": "memoryport._copy",
     "copy_memories_sync": "memoryport._copy",
     "ChunkOptions": "memoryport.knowledge",
+    "Fact": "memoryport._graph",
+    "GraphPort": "memoryport._graph",
+    "KnowledgeGraph": "memoryport._graph",
+    "NewFact": "memoryport._graph",
+    "Related": "memoryport._graph",
+    "SQLiteGraph": "memoryport.adapters.sqlite",
+    "graph_tools": "memoryport.tools",
     "ImportReport": "memoryport.knowledge",
     "import_knowledge": "memoryport.knowledge",
     "import_knowledge_sync": "memoryport.knowledge",
@@ -126,10 +135,13 @@ __all__ = [
     "EmbeddingError",
     "EmbeddingPort",
     "EventSink",
+    "Fact",
+    "GraphPort",
     "GraphitiMemory",
     "GuardedMemory",
     "ImportReport",
     "InvalidInput",
+    "KnowledgeGraph",
     "Limits",
     "LocalEmbedder",
     "Mem0Memory",
@@ -144,10 +156,13 @@ __all__ = [
     "MemoryportError",
     "MetadataValue",
     "MissingExtra",
+    "NewFact",
     "NewMemory",
     "PendingWrite",
     "PostgresMemory",
+    "Related",
     "RerankerPort",
+    "SQLiteGraph",
     "SQLiteMemory",
     "SearchResults",
     "TimeBound",
@@ -163,6 +178,7 @@ __all__ = [
     "curated_tools",
     "dispatch_tool_call",
     "find_pii",
+    "graph_tools",
     "import_knowledge",
     "import_knowledge_sync",
     "mcp_server",
