@@ -169,7 +169,7 @@ class SQLiteGraphStore:
                         (user_id, s, fact.relation),
                     ).fetchall()
                     for fid, began in current:
-                        if int(began) < start:
+                        if int(began) <= start:
                             conn.execute("UPDATE graph_facts SET valid_to = ? WHERE fid = ?", (start, fid))
                         else:
                             # The current fact began later: the new one is history, true until then.

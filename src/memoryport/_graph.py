@@ -11,7 +11,10 @@ transaction on stores that keep both (SQLite).
 **Contradiction rule.** A relation declared single-valued (``single_valued=`` on the
 store) holds at most one object per subject at any time. Adding ``(s, r, o)`` when a
 current fact ``(s, r, o')`` with ``o' != o`` exists closes the old fact: its
-``valid_to`` becomes the new fact's ``valid_from``; nothing is deleted. Adding a fact
+``valid_to`` becomes the new fact's ``valid_from``; nothing is deleted (a fact closed at
+the instant it began, e.g. by a later fact of the same batch, is kept with an empty
+validity). A new fact *older* than the current one becomes history: it is stored
+with ``valid_to`` set to the current fact's ``valid_from``. Adding a fact
 that is already current (same subject, relation and object) returns the current one.
 Multi-valued relations (the default) never close each other.
 """

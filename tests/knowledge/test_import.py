@@ -295,3 +295,30 @@ def test_cli_import_report_and_rerun(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "--user" in capsys.readouterr().err
     assert main(["import", str(root), "--db", db, "--user", "ann", "--max-chars", "5"]) == 2
     assert "--max-chars" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("with_update", [True, False], ids=["update", "no-update"])
+async def test_any_guarded_store_and_one_without_update(tmp_path: Path, with_update: bool) -> None:
+    from memoryport import Capability, GuardedMemory
+
+    from tests.core.dictstore import ALL, DictStore
+
+    caps = ALL if with_update else ALL - {Capability.UPDATE}
+    memory = GuardedMemory(DictStore(caps))
+    root = tmp_path / "kb"
+    build_tree(root)
+    first = await import_knowledge(memory, root, scope=ANN)
+    assert len(first.added) == 5
+    before = {r.id for r in await memory.export(ANN)}
+    intro = root / "guides" / "intro.md"
+    intro.write_text(intro.read_text().split("## Coffee")[0])  # the Tea section alone, unchanged
+    (root / "stale.md").unlink()
+    second = await import_knowledge(memory, root, scope=ANN)
+    assert second.changed == ["guides/intro.md"] and second.removed == ["stale.md"]
+    after = by_source(await memory.export(ANN))
+    assert len(after["guides/intro.md"]) == 1 and "stale.md" not in after
+    kept = {r.id for r in after["guides/intro.md"]} & before
+    # With update the unchanged Tea chunk keeps its record; without, the file is deleted and re-added.
+    assert (second.chunks_added, len(kept)) == ((0, 1) if with_update else (1, 0))
+    third = await import_knowledge(memory, root, scope=ANN)
+    assert third.files_touched == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -246,18 +246,27 @@ async def import_knowledge(
 
     can_update = Capability.UPDATE in memory.capabilities
     pending: list[MemoryRecord] = []
+    updates: list[MemoryUpdate] = []
+    doomed: list[str] = []
 
-    async def flush_adds() -> None:
+    async def flush(*, final: bool = False) -> None:
+        # New chunks first, then metadata, then what vanished (deletes once, at the end: on
+        # SQLite each erasing call also scrubs the file). An interrupted run leaves chunks with
+        # mixed hashes or extra chunks, which the next run sees as changed and repairs.
         while pending:
             batch = pending[:batch_size]
             await memory.add(batch)
             report.chunks_added += len(batch)
             del pending[:batch_size]
-
-    async def delete(ids: Sequence[str]) -> None:
-        step = memory.limits.max_ids
-        for i in range(0, len(ids), step):
-            report.chunks_removed += await memory.delete(list(ids[i : i + step]), scope=scope)
+        while updates:
+            batch_u = updates[: memory.limits.max_batch]
+            report.chunks_updated += len(await memory.update(batch_u, scope=scope))
+            del updates[: memory.limits.max_batch]
+        if final or len(doomed) >= memory.limits.max_ids:
+            while doomed:
+                ids = doomed[: memory.limits.max_ids]
+                report.chunks_removed += await memory.delete(ids, scope=scope)
+                del doomed[: memory.limits.max_ids]
 
     seen: set[str] = set()
     total_files = len(files)
@@ -290,7 +299,7 @@ async def import_knowledge(
         if not chunks:
             report.empty.append(source)
             if old is not None:
-                await delete(old.ids)
+                doomed.extend(old.ids)
         elif old is None or not can_update:
             (report.added if old is None else report.changed).append(source)
             pending.extend(
@@ -298,36 +307,26 @@ async def import_knowledge(
                 for c, m in zip(chunks, metas, strict=True)
             )
             if old is not None:
-                await flush_adds()
-                await delete(old.ids)
+                doomed.extend(old.ids)
         else:
             report.changed.append(source)
-            updates: list[MemoryUpdate] = []
             for chunk, meta in zip(chunks, metas, strict=True):
                 reuse = old.texts.get(chunk.text)
                 if reuse:
                     updates.append(MemoryUpdate(id=reuse.pop(), metadata=meta))
                 else:
                     pending.append(MemoryRecord(scope=scope, text=chunk.text, metadata=meta, created_at=now))
-            # New chunks first, then metadata, then what vanished: an interrupted run leaves
-            # chunks with mixed hashes, which the next run sees as changed and repairs.
-            await flush_adds()
-            kept: list[str] = []
-            for i in range(0, len(updates), memory.limits.max_batch):
-                kept += await memory.update(updates[i : i + memory.limits.max_batch], scope=scope)
-            report.chunks_updated += len(kept)
-            left = [i for ids in old.texts.values() for i in ids]
-            await delete(left)
-        if len(pending) >= batch_size:
-            await flush_adds()
+            doomed.extend(i for ids in old.texts.values() for i in ids)
+        if len(pending) >= batch_size or len(updates) >= batch_size:
+            await flush()
         if progress:
             progress(done, total_files, source)
-    await flush_adds()
 
     gone = [s for s in sorted(existing) if s not in seen and (single is None or s == single)]
     for source in gone:
-        await delete(existing[source].ids)
+        doomed.extend(existing[source].ids)
         report.removed.append(source)
+    await flush(final=True)
     report.seconds = time.perf_counter() - began
     return report
 
