@@ -177,3 +177,30 @@ def test_graph_needs_a_sqlite_memory(tmp_path: Path) -> None:
         SQLiteGraph(CallableMemory(add=lambda records: [], search=lambda **_: []))
     with pytest.raises(UsageError):
         SQLiteGraph(SQLiteMemory(tmp_path / "x.db"), single_valued="lives_in")  # type: ignore[arg-type]
+
+
+def test_a_file_made_before_the_graph_gains_its_tables(tmp_path: Path) -> None:
+    import sqlite3
+
+    from memoryport.adapters.sqlite._schema import FTS_DDL, MIGRATIONS
+
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    for statements in MIGRATIONS[:2]:
+        for statement in statements:
+            conn.execute(statement)
+    conn.execute(FTS_DDL)
+    conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', 2), ('keyword_index', 'fts5')")
+    conn.commit()
+    conn.close()
+    memory = SQLiteMemory(path, driver="sqlite3")
+    graph = SQLiteGraph(memory)
+    import asyncio
+
+    async def go() -> list[str]:
+        await graph.add_facts([NewFact(subject="a", relation="r", object="b")], scope=ANN)
+        return [r.entity for r in await graph.related("a", scope=ANN)]
+
+    assert asyncio.run(go()) == ["b"]
+    assert memory.stats()["schema_version"] == len(MIGRATIONS)
+    memory.close()

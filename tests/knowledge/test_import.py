@@ -300,7 +300,6 @@ def test_cli_import_report_and_rerun(tmp_path: Path, capsys: pytest.CaptureFixtu
 @pytest.mark.parametrize("with_update", [True, False], ids=["update", "no-update"])
 async def test_any_guarded_store_and_one_without_update(tmp_path: Path, with_update: bool) -> None:
     from memoryport import Capability, GuardedMemory
-
     from tests.core.dictstore import ALL, DictStore
 
     caps = ALL if with_update else ALL - {Capability.UPDATE}
