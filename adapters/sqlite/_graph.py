@@ -304,8 +304,8 @@ def SQLiteGraph(memory: GuardedMemory, *, single_valued: Iterable[str] = ()) -> 
     """
     from ._store import SQLiteStore
 
-    if not isinstance(memory, GuardedMemory) or not isinstance(memory.port, SQLiteStore):
+    if not isinstance(memory, GuardedMemory) or not isinstance(memory.store, SQLiteStore):
         raise UsageError("SQLiteGraph() takes a SQLiteMemory(...) (the graph lives in its file)")
     if isinstance(single_valued, str):
         raise UsageError("single_valued takes a set of relation names, e.g. {'lives_in'}")
-    return KnowledgeGraph(SQLiteGraphStore(memory.port, single_valued), backend="sqlite")
+    return KnowledgeGraph(SQLiteGraphStore(memory.store, single_valued), backend="sqlite")

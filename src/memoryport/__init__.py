@@ -32,9 +32,27 @@ from ._errors import (
 from ._events import EventSink, MemoryEvent
 from ._extras import lazy_exports
 from ._filters import OPERATORS
-from ._guard import GuardedMemory
-from ._port import Capability, MemoryPort, SearchResults
-from ._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate, MetadataValue
+from ._guard import GuardedMemory, GuardOptions
+from ._port import (
+    Capability,
+    MemoryPort,
+    SearchResults,
+    SupportsCheckpoint,
+    SupportsCheckRecords,
+    SupportsClose,
+    SupportsSettle,
+    SupportsStats,
+)
+from ._records import (
+    DEFAULT_LIMITS,
+    Limits,
+    MemoryHit,
+    MemoryRecord,
+    MemoryScope,
+    MemoryUpdate,
+    MetadataValue,
+    SearchMode,
+)
 from ._timerange import TimeBound
 
 if TYPE_CHECKING:
@@ -49,6 +67,9 @@ if TYPE_CHECKING:
     from .adapters.zep import ZepMemory
     from .curated import AgentMemory, CurationPolicy, NewMemory, curated_tools
     from .embedders.local import LocalEmbedder
+    from .embedders.openai import OpenAIEmbedder
+    from .embedders.rerank import CrossEncoderReranker
+    from .embedders.sentence_transformers import SentenceTransformerEmbedder
     from .knowledge import ChunkOptions, ImportReport, import_knowledge, import_knowledge_sync
     from .tools import (
         MemoryTool,
@@ -95,6 +116,9 @@ _LAZY: dict[str, str] = {
     "CopyReport": "memoryport._copy",
     "GraphitiMemory": "memoryport.adapters.graphiti",
     "LocalEmbedder": "memoryport.embedders.local",
+    "OpenAIEmbedder": "memoryport.embedders.openai",
+    "SentenceTransformerEmbedder": "memoryport.embedders.sentence_transformers",
+    "CrossEncoderReranker": "memoryport.embedders.rerank",
     "Mem0Memory": "memoryport.adapters.mem0",
     "PostgresMemory": "memoryport.adapters.postgres",
     "RerankerPort": "memoryport._rerank",
@@ -130,6 +154,7 @@ __all__ = [
     "Capability",
     "ChunkOptions",
     "CopyReport",
+    "CrossEncoderReranker",
     "CurationPolicy",
     "EmbedderMismatch",
     "EmbeddingError",
@@ -138,6 +163,7 @@ __all__ = [
     "Fact",
     "GraphPort",
     "GraphitiMemory",
+    "GuardOptions",
     "GuardedMemory",
     "ImportReport",
     "InvalidInput",
@@ -158,13 +184,21 @@ __all__ = [
     "MissingExtra",
     "NewFact",
     "NewMemory",
+    "OpenAIEmbedder",
     "PendingWrite",
     "PostgresMemory",
     "Related",
     "RerankerPort",
     "SQLiteGraph",
     "SQLiteMemory",
+    "SearchMode",
     "SearchResults",
+    "SentenceTransformerEmbedder",
+    "SupportsCheckRecords",
+    "SupportsCheckpoint",
+    "SupportsClose",
+    "SupportsSettle",
+    "SupportsStats",
     "TimeBound",
     "ToolContext",
     "ToolError",

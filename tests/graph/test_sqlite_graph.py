@@ -142,7 +142,7 @@ async def test_isolation_between_users_and_erasure(memory: SQLiteMemory) -> None
     assert await graph.facts_about("Cleo", scope=ANN, history=True) == []
     assert len(await graph.facts_about("Cleo", scope=BEN, history=True)) == 2
     await memory.aclose()
-    raw = b"".join(p.read_bytes() for p in Path(memory.port.db.path).parent.iterdir() if p.name.startswith("m.db"))
+    raw = b"".join(p.read_bytes() for p in Path(memory.store.db.path).parent.iterdir() if p.name.startswith("m.db"))
     assert b"Ann" not in raw and b"Ben" in raw
 
 
@@ -202,5 +202,5 @@ def test_a_file_made_before_the_graph_gains_its_tables(tmp_path: Path) -> None:
         return [r.entity for r in await graph.related("a", scope=ANN)]
 
     assert asyncio.run(go()) == ["b"]
-    assert memory.stats()["schema_version"] == len(MIGRATIONS)
+    assert memory.store.stats()["schema_version"] == len(MIGRATIONS)
     memory.close()

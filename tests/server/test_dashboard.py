@@ -156,3 +156,23 @@ def test_edit_through_the_form(tmp_path: Path) -> None:
             now = api.get(f"/v1/memories/{mine}").json()
         assert now["text"] == "Ann likes coffee" and now["metadata"] == {"kind": "preference"}
         assert now["updated_at"] is not None
+
+
+def test_stored_markup_is_shown_as_text(tmp_path: Path) -> None:
+    evil = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+    with live_server(tmp_path) as live:
+        with live.client("ann") as api:
+            [mine] = api.post(
+                "/v1/memories",
+                json={
+                    "memories": [
+                        {"text": evil, "metadata": {"kind": "<b>k</b>", "<i>key</i>": '"><svg onload=alert(1)>'}}
+                    ]
+                },
+            ).json()["ids"]
+        with _signed_in(live, "ann") as ann:
+            for path in ("/ui/", "/ui/?q=script", f"/ui/memories/{mine}", "/ui/stats"):
+                html = ann.get(path).text
+                assert "<script>" not in html and "<img" not in html and "<svg onload" not in html, path
+                assert "<b>k</b>" not in html and "<i>key</i>" not in html, path
+            assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in ann.get("/ui/").text

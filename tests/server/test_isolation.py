@@ -51,6 +51,7 @@ def _ben_still_there(live: Live, ben_id: str) -> None:
     with live.client("ben") as ben:
         r = ben.get(f"/v1/memories/{ben_id}")
         assert r.status_code == 200 and r.json()["text"] == BEN_SECRET_TEXT
+        assert r.json()["metadata"] == {"kind": "fact"} and r.json()["updated_at"] is None
 
 
 def _no_leak(response: httpx.Response, ben_id: str) -> None:
@@ -116,6 +117,11 @@ FORGETS = [
     ("POST", "/v1/erase", {"confirm": True}, {"X-Memoryport-User": "ben"}, 403),
     ("POST", "/v1/erase?user_id=ben", {"confirm": True}, {}, 422),
     ("POST", "/v1/memories", {"memories": [{"text": "x", "id": "{ben}"}]}, {}, 422),
+    ("PATCH", "/v1/memories/{ben}", {"text": "overwritten"}, {}, 404),
+    ("PATCH", "/v1/memories/{ben}", {"metadata": {}, "expires_at": None}, {}, 404),
+    ("PATCH", "/v1/memories/{ben}?user_id=ben", {"text": "overwritten"}, {}, 422),
+    ("PATCH", "/v1/memories/{ben}", {"text": "overwritten", "user_id": "ben"}, {}, 422),
+    ("PATCH", "/v1/memories/{ben}", {"text": "overwritten"}, {"X-Memoryport-User": "ben"}, 403),
 ]
 
 

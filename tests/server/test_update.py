@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryport import Capability, GuardedMemory
+from memoryport import Capability, GuardedMemory, SQLiteMemory
 from memoryport.adapters.postgres import PostgresMemory
 from tests.core.dictstore import DictStore
 from tests.postgres.support import Server, fresh_schema
@@ -14,11 +14,13 @@ from tests.postgres.support import Server, fresh_schema
 from .support import live_server
 
 
-@pytest.mark.parametrize("backend", ["reference", "postgres"])
+@pytest.mark.parametrize("backend", ["sqlite", "reference", "postgres"])
 def test_update_own_memory_and_never_bens(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> None:
     if backend == "postgres":
         pg: Server = request.getfixturevalue("pg")
         memory: GuardedMemory = PostgresMemory(pg.app_dsn, schema=fresh_schema(), pool_size=2)
+    elif backend == "sqlite":
+        memory = SQLiteMemory(tmp_path / "memory.db")
     else:
         memory = GuardedMemory(DictStore())
     with live_server(tmp_path, memory=memory) as live:

@@ -5,7 +5,9 @@ the bytes of cells that moved away stay in the page's unused gap (between the
 cell-pointer array and the cell content area). A workload of batches of varying
 size and length with deletions in between produces such pages; this test runs
 random ones (many seeds) and greps the raw bytes of the database, ``-wal`` and
-``-shm`` for every erased text, metadata value, FTS5 term and the erased user's id.
+``-shm`` for every erased text, metadata value, FTS5 term and the erased user's id:
+after every round of deletes and of text updates, and at the end (user erased,
+``purge()``, ``close()``).
 
 ``MEMORYPORT_ERASURE_SEEDS=200`` runs more seeds than the default.
 """
@@ -19,7 +21,7 @@ from datetime import timedelta
 
 import pytest
 
-from memoryport import MemoryRecord, MemoryScope, SQLiteMemory
+from memoryport import MemoryRecord, MemoryScope, MemoryUpdate, SQLiteMemory
 from memoryport._records import utcnow
 
 from .support import bow_embedder
@@ -74,7 +76,8 @@ class Workload:
         self.serial = 0
         self.users = [f"usr{rng.getrandbits(40):x}q{n}" for n in range(2)]
         self.live: dict[str, list[tuple[str, list[str]]]] = {u: [] for u in self.users}  # id -> markers
-        self.erased: list[str] = []
+        self.erased: list[str] = []  # deleted or overwritten: gone once the call returns
+        self.aged: list[str] = []  # expired or retained out: gone by a later write or purge()
 
     def marker(self) -> str:
         self.serial += 1
@@ -113,7 +116,7 @@ class Workload:
         ids = self.memory.add_sync([r for r, _ in pairs + aged])
         for user, rid, (_, markers) in zip(users, ids, pairs, strict=False):
             self.live[user].append((rid, markers))
-        self.erased += [m for _, ms in aged for m in ms]
+        self.aged += [m for _, ms in aged for m in ms]
 
     def delete_some(self) -> None:
         for user in self.users:
@@ -127,6 +130,23 @@ class Workload:
             keep = set(range(len(live))) - set(doomed)
             self.live[user] = [live[i] for i in sorted(keep)]
 
+    def update_some(self) -> None:
+        """A new text for a few records: the old text is erased as on a delete."""
+        for user in self.users:
+            live = self.live[user]
+            changed = self.rng.sample(range(len(live)), min(len(live), self.rng.randint(0, 8)))
+            if not changed:
+                continue
+            updates = []
+            for i in changed:
+                rid, (text_marker, meta_marker) = live[i]
+                fresh = self.marker()
+                words = " ".join(self.rng.choice(WORDS) for _ in range(self.rng.randint(1, 60)))
+                updates.append(MemoryUpdate(id=rid, text=f"{user} now says {fresh} {words}"))
+                self.erased.append(text_marker)
+                live[i] = (rid, [fresh, meta_marker])
+            assert self.memory.update_sync(updates, scope=MemoryScope(user_id=user)) == [u.id for u in updates]
+
 
 def run(db_path: str, driver: str, seed: int, *, use_fts5: bool, with_embedder: bool) -> tuple[list[str], list[str]]:
     """Run one random workload; return (erased markers still in the files, live markers missing)."""
@@ -139,16 +159,21 @@ def run(db_path: str, driver: str, seed: int, *, use_fts5: bool, with_embedder: 
         use_fts5=use_fts5,
     )
     work = Workload(memory, rng)
+    survivors: list[str] = []
     for _ in range(rng.randint(3, 6)):
         work.batch()
         work.delete_some()
+        survivors += found(raw_bytes(db_path), work.erased)  # right after the deletes
+        work.update_some()
+        survivors += found(raw_bytes(db_path), work.erased)  # right after the updates
     gone, kept = work.users
-    erased = work.erased + [m for _, ms in work.live[gone] for m in ms] + [gone]
+    erased = work.erased + work.aged + [m for _, ms in work.live[gone] for m in ms] + [gone]
     assert memory.delete_sync(scope=MemoryScope(user_id=gone)) >= len(work.live[gone])  # + its aged ones
     memory.purge_sync()
-    survivors = found(raw_bytes(db_path), erased)
+    survivors += found(raw_bytes(db_path), erased)
     memory.close()
-    survivors += [m for m in found(raw_bytes(db_path), erased) if m not in survivors]
+    survivors += found(raw_bytes(db_path), erased)
+    survivors = sorted(set(survivors))
     alive = [m for _, ms in work.live[kept] for m in ms]
     missing = sorted(set(alive) - set(found(raw_bytes(db_path), alive)))
     return survivors, missing
