@@ -57,18 +57,20 @@ from ._timerange import TimeBound
 
 if TYPE_CHECKING:
     from ._copy import CopyReport, copy_memories, copy_memories_sync
+    from ._graph import Fact, GraphPort, KnowledgeGraph, NewFact, Related
     from ._rerank import CallableReranker, RerankerPort
     from .adapters.callable import CallableMemory
     from .adapters.graphiti import GraphitiMemory
     from .adapters.mem0 import Mem0Memory
     from .adapters.postgres import PostgresMemory
-    from .adapters.sqlite import SQLiteMemory
+    from .adapters.sqlite import SQLiteGraph, SQLiteMemory
     from .adapters.zep import ZepMemory
     from .curated import AgentMemory, CurationPolicy, NewMemory, curated_tools
     from .embedders.local import LocalEmbedder
     from .embedders.openai import OpenAIEmbedder
     from .embedders.rerank import CrossEncoderReranker
     from .embedders.sentence_transformers import SentenceTransformerEmbedder
+    from .knowledge import ChunkOptions, ImportReport, import_knowledge, import_knowledge_sync
     from .tools import (
         MemoryTool,
         MemoryTools,
@@ -76,6 +78,7 @@ if TYPE_CHECKING:
         ToolContext,
         ToolError,
         find_pii,
+        graph_tools,
         memory_tools,
         pii_check,
         redact_pii,
@@ -115,6 +118,17 @@ _LAZY: dict[str, str] = {
     "ZepMemory": "memoryport.adapters.zep",
     "copy_memories": "memoryport._copy",
     "copy_memories_sync": "memoryport._copy",
+    "ChunkOptions": "memoryport.knowledge",
+    "Fact": "memoryport._graph",
+    "GraphPort": "memoryport._graph",
+    "KnowledgeGraph": "memoryport._graph",
+    "NewFact": "memoryport._graph",
+    "Related": "memoryport._graph",
+    "SQLiteGraph": "memoryport.adapters.sqlite",
+    "graph_tools": "memoryport.tools",
+    "ImportReport": "memoryport.knowledge",
+    "import_knowledge": "memoryport.knowledge",
+    "import_knowledge_sync": "memoryport.knowledge",
     "AgentMemory": "memoryport.curated",
     "CurationPolicy": "memoryport.curated",
     "NewMemory": "memoryport.curated",
@@ -130,6 +144,7 @@ __all__ = [
     "CallableMemory",
     "CallableReranker",
     "Capability",
+    "ChunkOptions",
     "CopyReport",
     "CrossEncoderReranker",
     "CurationPolicy",
@@ -137,10 +152,14 @@ __all__ = [
     "EmbeddingError",
     "EmbeddingPort",
     "EventSink",
+    "Fact",
+    "GraphPort",
     "GraphitiMemory",
     "GuardOptions",
     "GuardedMemory",
+    "ImportReport",
     "InvalidInput",
+    "KnowledgeGraph",
     "Limits",
     "LocalEmbedder",
     "Mem0Memory",
@@ -155,11 +174,14 @@ __all__ = [
     "MemoryportError",
     "MetadataValue",
     "MissingExtra",
+    "NewFact",
     "NewMemory",
     "OpenAIEmbedder",
     "PendingWrite",
     "PostgresMemory",
+    "Related",
     "RerankerPort",
+    "SQLiteGraph",
     "SQLiteMemory",
     "SearchMode",
     "SearchResults",
@@ -180,6 +202,9 @@ __all__ = [
     "copy_memories_sync",
     "curated_tools",
     "find_pii",
+    "graph_tools",
+    "import_knowledge",
+    "import_knowledge_sync",
     "memory_tools",
     "pii_check",
     "redact_pii",

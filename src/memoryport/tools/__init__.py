@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from . import _builtin  # noqa: F401  (registers the tools, in order)
 from ._context import ScopeFrom, ToolContext, ToolError, scope_from_context, session_scope, user_scope
+from ._graph_tools import graph_tools
 from ._pii import PIIKind, PIIMatch, find_pii, pii_check, redact_pii
 from ._tool import Effect
 from ._tools import (
@@ -51,6 +52,7 @@ __all__ = [
     "ToolError",
     "WriteCheck",
     "find_pii",
+    "graph_tools",
     "memory_tools",
     "pii_check",
     "redact_pii",
