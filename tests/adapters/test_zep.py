@@ -30,7 +30,15 @@ import httpx
 from zep_cloud import AsyncZep, Zep
 from zep_cloud.core.api_error import ApiError
 
-from memoryport import BackendError, InvalidInput, MemoryRecord, MemoryScope, UnsupportedCapability, UsageError
+from memoryport import (
+    BackendError,
+    InvalidInput,
+    MemoryRecord,
+    MemoryScope,
+    MemoryUpdate,
+    UnsupportedCapability,
+    UsageError,
+)
 from memoryport.adapters.zep import ZepMemory, zep_user_id_for
 
 pytestmark = pytest.mark.anyio
@@ -607,6 +615,12 @@ async def test_user_only_capabilities_are_refused(zep_memory: ZepMemory, zep_fak
         await zep_memory.search("x", scope=ANN, filters={"k": 1})
     with pytest.raises(UnsupportedCapability):
         await zep_memory.purge()
+    with pytest.raises(UnsupportedCapability):
+        await zep_memory.update([MemoryUpdate(id="x", text="y")], scope=ANN)
+    with pytest.raises(UnsupportedCapability):
+        await zep_memory.count(ANN)
+    with pytest.raises(UnsupportedCapability):
+        await zep_memory.search("x", scope=ANN, filters={"k": {"$gte": 1}})
     assert zep_fake.requests == []  # refused before the backend was called
 
 
