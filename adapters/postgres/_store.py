@@ -404,6 +404,11 @@ class PostgresStore:
             if read_only:
                 # One snapshot for every statement of a search: a batch is seen whole or not at all.
                 setup.append(pg_sql.SQL("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"))
+                # Row-level security's condition makes the planner expect a handful of
+                # rows, so it would read all of a user's rows and sort them where a walk
+                # of the (user_id, created_at) index in order stops after k. Statements
+                # that must sort (scores) still sort.
+                setup.append(pg_sql.SQL("SET LOCAL enable_sort = off; SET LOCAL enable_bitmapscan = off"))
             if tenant_key is None:
                 setup.append(pg_sql.SQL("SELECT set_config('memoryport.all_tenants', 'on', true)"))
             else:
@@ -839,8 +844,7 @@ class PostgresStore:
             # Row-level security makes the planner expect few rows and prefer a
             # sort over the graph: for this one statement, the graph it is.
             await cur.execute(
-                "SELECT set_config('hnsw.ef_search', %s, true), set_config('enable_seqscan', 'off', true), "
-                "set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true)",
+                "SELECT set_config('hnsw.ef_search', %s, true), set_config('enable_seqscan', 'off', true)",
                 (str(min(ef, 1000)),),
             )
             await cur.execute(
@@ -849,10 +853,7 @@ class PostgresStore:
                 [_Vector(qvec), *where.params, _Vector(qvec), limit],
             )
             rows = await cur.fetchall()
-            await cur.execute(
-                "SET LOCAL enable_seqscan TO DEFAULT; SET LOCAL enable_bitmapscan TO DEFAULT; "
-                "SET LOCAL enable_sort TO DEFAULT"
-            )
+            await cur.execute("SET LOCAL enable_seqscan TO DEFAULT")
             if len(rows) >= limit:
                 return [(int(rid), float(score)) for rid, score in rows]
             # Too few survived the scope/filters among the graph's candidates: scan the scope exactly.
