@@ -43,7 +43,7 @@ async def test_refuses_a_backend_without_update_early() -> None:
 
 async def test_refuses_what_is_not_a_guard(memory: GuardedMemory) -> None:
     with pytest.raises(UsageError, match="GuardedMemory"):
-        AgentMemory(memory.port)  # type: ignore[arg-type]
+        AgentMemory(memory.store)  # type: ignore[arg-type]
 
 
 async def test_stats_without_count_refuses_naming_it() -> None:
