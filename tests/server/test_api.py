@@ -273,7 +273,7 @@ def test_every_listed_tool_answers_as_dispatch_on_refusals(live: Live) -> None:
 def test_every_tool_round_trips_over_http(tmp_path: Path) -> None:
     with live_server(tmp_path) as live, live.client("ann", **{"X-Memoryport-Thread": "chat-1"}) as ann:
         names = [t["name"] for t in ann.get("/v1/tools").json()]
-        assert names == ["remember", "recall", "forget"]
+        assert names == ["remember", "recall", "forget", "update_memory"]  # SQLite can update: update_memory is offered
         saved = ann.post("/v1/tools/remember", json={"text": "Ann likes hiking in the Alps"}).json()
         assert saved["remembered"] is True
         recalled = ann.post("/v1/tools/recall", json={"query": "hiking"}).json()
