@@ -38,8 +38,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from memoryport import MemoryRecord, MemoryScope, SQLiteMemory
-from memoryport.adapters.postgres import PostgresMemory
+from memoryport import GuardedMemory, MemoryRecord, MemoryScope, SQLiteMemory
+from memoryport.adapters.postgres import PostgresMemory, PostgresStore
+from memoryport.adapters.sqlite import SQLiteStore
 
 from ._postgres import start
 from .sqlite_bench import Corpus, LookupEmbedder, interleaved, median_ms, records, table
@@ -60,10 +61,10 @@ class Pair:
     def __init__(self, dsn: str, folder: Path, name: str, embedder: LookupEmbedder | None) -> None:
         self.dsn, self.path, self.schema, self.embedder = dsn, folder / f"{name}.db", name, embedder
 
-    def sqlite(self, mode: str = "hybrid") -> SQLiteMemory:
+    def sqlite(self, mode: str = "hybrid") -> GuardedMemory[SQLiteStore]:
         return SQLiteMemory(self.path, embedder=self.embedder, search_mode=mode)
 
-    def postgres(self, mode: str = "hybrid", **options: Any) -> PostgresMemory:
+    def postgres(self, mode: str = "hybrid", **options: Any) -> GuardedMemory[PostgresStore]:
         return PostgresMemory(self.dsn, embedder=self.embedder, schema=self.schema, search_mode=mode, **options)
 
     async def fill(self, batches: Sequence[list[MemoryRecord]]) -> dict[str, float]:
@@ -202,7 +203,7 @@ async def bench_hnsw(pair: Pair, queries: int, ef_values: Sequence[int]) -> list
     exact = pair.postgres("vector")
     truth = [[h.record.id for h in await exact.search(q, scope=user, k=K)] for q in qtexts[:queries]]
     start_t = time.perf_counter()
-    await exact.create_hnsw_index()
+    await exact.store.create_hnsw_index()
     build_s = time.perf_counter() - start_t
     await exact.aclose()
     rows: list[list[Any]] = []

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import re
 import struct
 from collections import defaultdict
@@ -19,12 +18,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from memoryport import ranking
-from memoryport._embedding import EmbeddingPort, check_matrix
-from memoryport._errors import BackendError, EmbedderMismatch, EmbeddingError, InvalidInput, UsageError
+from memoryport._checks import check_int, check_number
+from memoryport._embedding import EmbeddingPort
+from memoryport._errors import BackendError, EmbedderMismatch, InvalidInput, UsageError
 from memoryport._extras import require
 from memoryport._filters import Filters
 from memoryport._port import Capability, SearchResults
-from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate, utcnow
+from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate, SearchMode, utcnow
+from memoryport.storekit import embed_unit as _embed
 
 from ._schema import SchemaInfo, hnsw_ddl, migrate, quote_ident, read_schema
 
@@ -201,7 +202,11 @@ class _Retry(Exception):
 class PostgresStore:
     """The :class:`~memoryport.MemoryPort` over PostgreSQL (plain storage: the guard does the checks).
 
-    See :class:`~memoryport.adapters.postgres.PostgresMemory` for the arguments.
+    Hosts usually build it through :func:`~memoryport.adapters.postgres.PostgresMemory`,
+    which returns it guarded; see there for the arguments (``retention`` is the
+    guard's ``retention_days`` as a :class:`~datetime.timedelta`). Beyond the port
+    it offers ``stats()`` (async), ``create_hnsw_index()``, ``vacuum()``,
+    ``schema``, ``embedder`` and ``rls_enforced``, reached as ``memory.store.…``.
     """
 
     name = "postgres"
@@ -226,6 +231,16 @@ class PostgresStore:
         context_window: int = ranking.NEIGHBOUR_WINDOW,
         connect_timeout: float = 30.0,
     ) -> None:
+        if embedder is not None and not isinstance(embedder, EmbeddingPort):
+            raise UsageError(f"embedder must be an EmbeddingPort, not {type(embedder).__name__}")
+        check_int(pool_size, "pool_size")
+        check_int(candidates, "candidates")
+        check_int(exact_below, "exact_below", minimum=0)
+        check_int(ef_search, "ef_search")
+        check_int(hnsw_m, "hnsw_m", minimum=2)
+        check_int(hnsw_ef_construction, "hnsw_ef_construction", minimum=4)
+        check_int(context_window, "context_window", minimum=0)
+        context_weight = check_number(context_weight, "context_weight", minimum=0.0, maximum=1.0)
         if search_mode not in ("hybrid", "vector", "keyword"):
             raise InvalidInput("search_mode must be 'hybrid', 'vector' or 'keyword'", field="search_mode")
         self.schema = schema
@@ -248,7 +263,7 @@ class PostgresStore:
         self.text_search_config = text_search_config
         self.pool_size = pool_size
         self.candidates = candidates
-        self.search_mode = search_mode
+        self.search_mode: SearchMode = search_mode  # type: ignore[assignment]  # one of three, checked above
         self.exact_below = exact_below
         self.ef_search = ef_search
         self.hnsw = hnsw
@@ -679,7 +694,7 @@ class PostgresStore:
         if not query.strip():
             return await self._read("search", lambda conn: self._recent(conn, scope, k, filters, span))
         qvec: F32 | None = None
-        mode = "keyword"
+        mode: SearchMode = "keyword"
         if self.embedder is not None and self.search_mode != "keyword":
             try:
                 qvec = (await _embed(self.embedder, [query]))[0]
@@ -1094,20 +1109,3 @@ def _schema_version() -> int:
     return SCHEMA_VERSION
 
 
-async def _embed(embedder: EmbeddingPort, texts: list[str]) -> F32:
-    """Unit-length float32 rows; any failure of the embedder becomes :class:`EmbeddingError`."""
-    try:
-        rows = await embedder.embed(texts)
-    except EmbeddingError:
-        raise
-    except Exception as exc:
-        raise EmbeddingError(
-            f"embedder {embedder.name!r} failed: {type(exc).__name__}", backend=embedder.name, operation="embed"
-        ) from exc
-    matrix = check_matrix(rows, len(texts), int(embedder.dim), embedder.name)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    out = np.ascontiguousarray(matrix / np.maximum(norms, 1e-12), dtype=np.float32)
-    if not np.isfinite(out).all() or math.isnan(float(out.sum())):
-        raise EmbeddingError(f"embedder {embedder.name!r} returned non-finite values", backend=embedder.name,
-                             operation="embed")
-    return out

@@ -32,22 +32,45 @@ from ._errors import (
 from ._events import EventSink, MemoryEvent
 from ._extras import lazy_exports
 from ._filters import OPERATORS
-from ._guard import GuardedMemory
-from ._port import Capability, MemoryPort, SearchResults
-from ._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate, MetadataValue
+from ._guard import GuardedMemory, GuardOptions
+from ._port import (
+    Capability,
+    MemoryPort,
+    SearchResults,
+    SupportsCheckpoint,
+    SupportsCheckRecords,
+    SupportsClose,
+    SupportsSettle,
+    SupportsStats,
+)
+from ._records import (
+    DEFAULT_LIMITS,
+    Limits,
+    MemoryHit,
+    MemoryRecord,
+    MemoryScope,
+    MemoryUpdate,
+    MetadataValue,
+    SearchMode,
+)
 from ._timerange import TimeBound
 
 if TYPE_CHECKING:
     from ._copy import CopyReport, copy_memories, copy_memories_sync
+    from ._graph import Fact, GraphPort, KnowledgeGraph, NewFact, Related
     from ._rerank import CallableReranker, RerankerPort
     from .adapters.callable import CallableMemory
     from .adapters.graphiti import GraphitiMemory
     from .adapters.mem0 import Mem0Memory
     from .adapters.postgres import PostgresMemory
-    from .adapters.sqlite import SQLiteMemory
+    from .adapters.sqlite import SQLiteGraph, SQLiteMemory
     from .adapters.zep import ZepMemory
     from .curated import AgentMemory, CurationPolicy, NewMemory, curated_tools
     from .embedders.local import LocalEmbedder
+    from .embedders.openai import OpenAIEmbedder
+    from .embedders.rerank import CrossEncoderReranker
+    from .embedders.sentence_transformers import SentenceTransformerEmbedder
+    from .knowledge import ChunkOptions, ImportReport, import_knowledge, import_knowledge_sync
     from .tools import (
         MemoryTool,
         MemoryTools,
@@ -57,6 +80,7 @@ if TYPE_CHECKING:
         anthropic_tools,
         dispatch_tool_call,
         find_pii,
+        graph_tools,
         mcp_server,
         memory_tools,
         openai_tools,
@@ -92,6 +116,9 @@ _LAZY: dict[str, str] = {
     "CopyReport": "memoryport._copy",
     "GraphitiMemory": "memoryport.adapters.graphiti",
     "LocalEmbedder": "memoryport.embedders.local",
+    "OpenAIEmbedder": "memoryport.embedders.openai",
+    "SentenceTransformerEmbedder": "memoryport.embedders.sentence_transformers",
+    "CrossEncoderReranker": "memoryport.embedders.rerank",
     "Mem0Memory": "memoryport.adapters.mem0",
     "PostgresMemory": "memoryport.adapters.postgres",
     "RerankerPort": "memoryport._rerank",
@@ -99,6 +126,17 @@ _LAZY: dict[str, str] = {
     "ZepMemory": "memoryport.adapters.zep",
     "copy_memories": "memoryport._copy",
     "copy_memories_sync": "memoryport._copy",
+    "ChunkOptions": "memoryport.knowledge",
+    "Fact": "memoryport._graph",
+    "GraphPort": "memoryport._graph",
+    "KnowledgeGraph": "memoryport._graph",
+    "NewFact": "memoryport._graph",
+    "Related": "memoryport._graph",
+    "SQLiteGraph": "memoryport.adapters.sqlite",
+    "graph_tools": "memoryport.tools",
+    "ImportReport": "memoryport.knowledge",
+    "import_knowledge": "memoryport.knowledge",
+    "import_knowledge_sync": "memoryport.knowledge",
     "AgentMemory": "memoryport.curated",
     "CurationPolicy": "memoryport.curated",
     "NewMemory": "memoryport.curated",
@@ -114,15 +152,22 @@ __all__ = [
     "CallableMemory",
     "CallableReranker",
     "Capability",
+    "ChunkOptions",
     "CopyReport",
+    "CrossEncoderReranker",
     "CurationPolicy",
     "EmbedderMismatch",
     "EmbeddingError",
     "EmbeddingPort",
     "EventSink",
+    "Fact",
+    "GraphPort",
     "GraphitiMemory",
+    "GuardOptions",
     "GuardedMemory",
+    "ImportReport",
     "InvalidInput",
+    "KnowledgeGraph",
     "Limits",
     "LocalEmbedder",
     "Mem0Memory",
@@ -137,12 +182,23 @@ __all__ = [
     "MemoryportError",
     "MetadataValue",
     "MissingExtra",
+    "NewFact",
     "NewMemory",
+    "OpenAIEmbedder",
     "PendingWrite",
     "PostgresMemory",
+    "Related",
     "RerankerPort",
+    "SQLiteGraph",
     "SQLiteMemory",
+    "SearchMode",
     "SearchResults",
+    "SentenceTransformerEmbedder",
+    "SupportsCheckRecords",
+    "SupportsCheckpoint",
+    "SupportsClose",
+    "SupportsSettle",
+    "SupportsStats",
     "TimeBound",
     "ToolContext",
     "ToolError",
@@ -156,6 +212,9 @@ __all__ = [
     "curated_tools",
     "dispatch_tool_call",
     "find_pii",
+    "graph_tools",
+    "import_knowledge",
+    "import_knowledge_sync",
     "mcp_server",
     "memory_tools",
     "openai_tools",

@@ -6,6 +6,8 @@ import argparse
 import logging
 import sys
 
+from .._port import store_stats
+from .._sync import run_sync
 from . import _common
 from ._common import CliError
 
@@ -38,8 +40,7 @@ def run(args: argparse.Namespace) -> int:
     # stdout carries the protocol: every log line goes to stderr.
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="memoryport mcp: %(message)s")
     memory = _common.open_memory(args, create=True)
-    stats = getattr(memory, "stats", None)
-    kept = stats().get("embedder") if callable(stats) else None
+    kept = (run_sync(store_stats(memory.store), method="stats") or {}).get("embedder")
     if kept and not args.embed:
         memory.close()
         raise CliError(f"{args.db} keeps vectors of embedder {kept!r}; start the server with --embed")

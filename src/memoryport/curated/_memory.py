@@ -803,6 +803,9 @@ class AgentMemory:
     ) -> list[MemoryItem]:
         """Memories due within ``within`` from now (and overdue ones), not done, soonest first.
 
+        At most ``limit`` (100); when more are due, the most recently written
+        ones are taken (the port lists newest first), then sorted by due time.
+
         Example:
             >>> [m.text for m in await memory.upcoming(scope=ann, within="7d")]  # doctest: +SKIP
             ['Dentist on Friday at 9']
@@ -871,6 +874,37 @@ class AgentMemory:
             by_entity = dict(sorted(tally.items(), key=lambda kv: (-kv[1], kv[0])))
         return MemoryStats(total=total, current=current, by_kind=by_kind, by_month=by_month, by_entity=by_entity,
                            pinned=pinned, due=due)
+
+    async def relink(
+        self, ids: Mapping[str, str], *, scope: MemoryScope, ctx: EventSink | None = None
+    ) -> list[str]:
+        """Point lineage keys at new ids after a copy; returns the ids changed.
+
+        :func:`~memoryport.copy_memories` gives copied records fresh ids (its
+        report's ``ids`` maps old to new), so ``mp:supersedes`` and
+        ``mp:superseded_by`` would still name the source's ids. Run this on the
+        target with that map: versions stay linked, and deleting a memory takes
+        its older versions with it there too.
+
+        Example:
+            >>> report = await copy_memories(old, new, ann)                      # doctest: +SKIP
+            >>> await AgentMemory(new).relink(report.ids, scope=ann)             # doctest: +SKIP
+        """
+        if not isinstance(ids, Mapping):
+            raise UsageError("relink() takes the id map of a copy (CopyReport.ids: old id -> new id)")
+        self._need(Capability.EXPORT, "AgentMemory.relink()")
+        changes: list[MemoryUpdate] = []
+        for record in await self.memory.export(scope, ctx=ctx):
+            md = dict(record.metadata)
+            changed = False
+            for key in (K.SUPERSEDES, K.SUPERSEDED_BY):
+                old = md.get(key)
+                if isinstance(old, str) and old in ids and ids[old] != old:
+                    md[key] = ids[old]
+                    changed = True
+            if changed:
+                changes.append(MemoryUpdate(id=record.id, metadata=md))
+        return await self._apply(changes, scope, ctx) if changes else []
 
     # -- destructive policies: a dry run first ------------------------------------
 
@@ -1144,6 +1178,10 @@ class AgentMemory:
     def evict_sync(self, *, scope: MemoryScope, dry_run: bool = True) -> Removal:
         """Blocking twin of :meth:`evict`."""
         return run_sync(self.evict(scope=scope, dry_run=dry_run), method="evict")
+
+    def relink_sync(self, ids: Mapping[str, str], *, scope: MemoryScope) -> list[str]:
+        """Blocking twin of :meth:`relink`."""
+        return run_sync(self.relink(ids, scope=scope), method="relink")
 
     def mark_done_sync(self, ids: Sequence[str], *, scope: MemoryScope) -> list[str]:
         """Blocking twin of :meth:`mark_done`."""
