@@ -44,6 +44,7 @@ from ._connection import Database
 from ._driver import load_driver, version_tuple
 from ._erasure import erase_rows, expired_rows
 from ._files import create_file
+from ._graph import erase_graph
 from ._reembed import reembed_file
 from ._rows import COLUMNS, Cond, Conn, filter_sql, record_from_row, scope_sql, tenant_token, us
 from ._schema import SCHEMA_VERSION, SECURE_DELETE_FTS5, bump, open_file
@@ -100,6 +101,7 @@ class SQLiteStore:
         rerank_candidates: int = 20,
         context_weight: float = ranking.NEIGHBOUR_WEIGHT,
         context_window: int = ranking.NEIGHBOUR_WINDOW,
+        min_similarity: float = 0.0,
     ) -> None:
         if embedder is not None and not isinstance(embedder, EmbeddingPort):
             raise UsageError(f"embedder must be an EmbeddingPort, not {type(embedder).__name__}")
@@ -110,6 +112,7 @@ class SQLiteStore:
         rerank_candidates = check_int(rerank_candidates, "rerank_candidates")
         context_weight = check_number(context_weight, "context_weight", minimum=0.0, maximum=1.0)
         context_window = check_int(context_window, "context_window", minimum=0)
+        min_similarity = check_number(min_similarity, "min_similarity", minimum=-1.0, maximum=1.0)
         if search_mode not in ("hybrid", "vector", "keyword"):
             raise InvalidInput("search_mode must be 'hybrid', 'vector' or 'keyword'", field="search_mode")
         self.search_mode: SearchMode = search_mode  # type: ignore[assignment]  # one of three, checked above
@@ -126,6 +129,7 @@ class SQLiteStore:
         self.rerank_candidates = rerank_candidates
         self.context_weight = context_weight
         self.context_window = context_window
+        self.min_similarity = min_similarity
         self.vectors = VectorCache(int(embedder.dim) if embedder is not None else 0, cache_bytes)
         self._closed = False
         create_file(self.path)
@@ -288,6 +292,10 @@ class SQLiteStore:
             ):
                 # Nothing of this user is left: drop even the hashed key of its generation.
                 conn.execute("DELETE FROM generations WHERE tenant = ?", (tenant_token(scope.user_id),))
+            whole_user = scope.user_id is not None and scope.session_id is None and scope.agent_id is None
+            # Erasing a user erases their entity graph too (same transaction).
+            if ids is None and whole_user and erase_graph(conn, str(scope.user_id)):
+                _erasure.mark_erased(conn)
             return len(rows)
 
         return self.db.write(write, erasing=True)

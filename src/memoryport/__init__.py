@@ -57,34 +57,33 @@ from ._timerange import TimeBound
 
 if TYPE_CHECKING:
     from ._copy import CopyReport, copy_memories, copy_memories_sync
+    from ._graph import Fact, GraphPort, KnowledgeGraph, NewFact, Related
     from ._rerank import CallableReranker, RerankerPort
     from .adapters.callable import CallableMemory
     from .adapters.graphiti import GraphitiMemory
     from .adapters.mem0 import Mem0Memory
     from .adapters.postgres import PostgresMemory
-    from .adapters.sqlite import SQLiteMemory
+    from .adapters.sqlite import SQLiteGraph, SQLiteMemory
     from .adapters.zep import ZepMemory
     from .curated import AgentMemory, CurationPolicy, NewMemory, curated_tools
     from .embedders.local import LocalEmbedder
     from .embedders.openai import OpenAIEmbedder
     from .embedders.rerank import CrossEncoderReranker
     from .embedders.sentence_transformers import SentenceTransformerEmbedder
+    from .knowledge import ChunkOptions, ImportReport, import_knowledge, import_knowledge_sync
     from .tools import (
         MemoryTool,
         MemoryTools,
         PendingWrite,
         ToolContext,
         ToolError,
-        anthropic_tools,
-        dispatch_tool_call,
         find_pii,
-        mcp_server,
+        graph_tools,
         memory_tools,
-        openai_tools,
         pii_check,
         redact_pii,
         scope_from_context,
-        thread_scope,
+        session_scope,
         user_scope,
     )
 
@@ -98,16 +97,12 @@ _LAZY: dict[str, str] = {
     "PendingWrite": "memoryport.tools",
     "ToolContext": "memoryport.tools",
     "ToolError": "memoryport.tools",
-    "anthropic_tools": "memoryport.tools",
-    "dispatch_tool_call": "memoryport.tools",
     "find_pii": "memoryport.tools",
-    "mcp_server": "memoryport.tools",
     "memory_tools": "memoryport.tools",
-    "openai_tools": "memoryport.tools",
     "pii_check": "memoryport.tools",
     "redact_pii": "memoryport.tools",
     "scope_from_context": "memoryport.tools",
-    "thread_scope": "memoryport.tools",
+    "session_scope": "memoryport.tools",
     "user_scope": "memoryport.tools",
     "CallableReranker": "memoryport._rerank",
     "CopyReport": "memoryport._copy",
@@ -123,6 +118,17 @@ _LAZY: dict[str, str] = {
     "ZepMemory": "memoryport.adapters.zep",
     "copy_memories": "memoryport._copy",
     "copy_memories_sync": "memoryport._copy",
+    "ChunkOptions": "memoryport.knowledge",
+    "Fact": "memoryport._graph",
+    "GraphPort": "memoryport._graph",
+    "KnowledgeGraph": "memoryport._graph",
+    "NewFact": "memoryport._graph",
+    "Related": "memoryport._graph",
+    "SQLiteGraph": "memoryport.adapters.sqlite",
+    "graph_tools": "memoryport.tools",
+    "ImportReport": "memoryport.knowledge",
+    "import_knowledge": "memoryport.knowledge",
+    "import_knowledge_sync": "memoryport.knowledge",
     "AgentMemory": "memoryport.curated",
     "CurationPolicy": "memoryport.curated",
     "NewMemory": "memoryport.curated",
@@ -138,6 +144,7 @@ __all__ = [
     "CallableMemory",
     "CallableReranker",
     "Capability",
+    "ChunkOptions",
     "CopyReport",
     "CrossEncoderReranker",
     "CurationPolicy",
@@ -145,10 +152,14 @@ __all__ = [
     "EmbeddingError",
     "EmbeddingPort",
     "EventSink",
+    "Fact",
+    "GraphPort",
     "GraphitiMemory",
     "GuardOptions",
     "GuardedMemory",
+    "ImportReport",
     "InvalidInput",
+    "KnowledgeGraph",
     "Limits",
     "LocalEmbedder",
     "Mem0Memory",
@@ -163,11 +174,14 @@ __all__ = [
     "MemoryportError",
     "MetadataValue",
     "MissingExtra",
+    "NewFact",
     "NewMemory",
     "OpenAIEmbedder",
     "PendingWrite",
     "PostgresMemory",
+    "Related",
     "RerankerPort",
+    "SQLiteGraph",
     "SQLiteMemory",
     "SearchMode",
     "SearchResults",
@@ -184,19 +198,18 @@ __all__ = [
     "UsageError",
     "ZepMemory",
     "__version__",
-    "anthropic_tools",
     "copy_memories",
     "copy_memories_sync",
     "curated_tools",
-    "dispatch_tool_call",
     "find_pii",
-    "mcp_server",
+    "graph_tools",
+    "import_knowledge",
+    "import_knowledge_sync",
     "memory_tools",
-    "openai_tools",
     "pii_check",
     "redact_pii",
     "scope_from_context",
-    "thread_scope",
+    "session_scope",
     "user_scope",
 ]
 
