@@ -52,6 +52,7 @@ def SQLiteMemory(
     rerank_candidates: int = 20,
     context_weight: float = NEIGHBOUR_WEIGHT,
     context_window: int = NEIGHBOUR_WINDOW,
+    min_similarity: float = 0.0,
     **guard: Unpack[GuardOptions],
 ) -> GuardedMemory[SQLiteStore]:
     """Long-term memory in one SQLite file: FTS5 keyword search, optional vectors, real erasure.
@@ -93,6 +94,12 @@ def SQLiteMemory(
             (measured on LoCoMo: hybrid recall@10 66.9 -> 75.5); set 0 for a
             store of unrelated facts. Pure vector search never uses it.
         context_window: how many records on each side receive context.
+        min_similarity: in hybrid search, a record that no query word matches
+            comes back only when its cosine similarity to the query is at
+            least this (0 keeps every candidate). Keeps an unrelated record
+            from looking like a match when nothing better exists; the right
+            value depends on the model (0.2 for all-MiniLM-L6-v2, see
+            docs/sqlite.md, "What scores mean").
         **guard: the guard's options (:class:`~memoryport.GuardOptions`);
             ``retention_days`` also makes the store delete records past it on
             every write to their user and on ``purge()``.
@@ -124,6 +131,7 @@ def SQLiteMemory(
         rerank_candidates=rerank_candidates,
         context_weight=context_weight,
         context_window=context_window,
+        min_similarity=min_similarity,
     )
     return GuardedMemory(store, **guard)
 

@@ -101,6 +101,7 @@ class SQLiteStore:
         rerank_candidates: int = 20,
         context_weight: float = ranking.NEIGHBOUR_WEIGHT,
         context_window: int = ranking.NEIGHBOUR_WINDOW,
+        min_similarity: float = 0.0,
     ) -> None:
         if embedder is not None and not isinstance(embedder, EmbeddingPort):
             raise UsageError(f"embedder must be an EmbeddingPort, not {type(embedder).__name__}")
@@ -111,6 +112,7 @@ class SQLiteStore:
         rerank_candidates = check_int(rerank_candidates, "rerank_candidates")
         context_weight = check_number(context_weight, "context_weight", minimum=0.0, maximum=1.0)
         context_window = check_int(context_window, "context_window", minimum=0)
+        min_similarity = check_number(min_similarity, "min_similarity", minimum=-1.0, maximum=1.0)
         if search_mode not in ("hybrid", "vector", "keyword"):
             raise InvalidInput("search_mode must be 'hybrid', 'vector' or 'keyword'", field="search_mode")
         self.search_mode: SearchMode = search_mode  # type: ignore[assignment]  # one of three, checked above
@@ -127,6 +129,7 @@ class SQLiteStore:
         self.rerank_candidates = rerank_candidates
         self.context_weight = context_weight
         self.context_window = context_window
+        self.min_similarity = min_similarity
         self.vectors = VectorCache(int(embedder.dim) if embedder is not None else 0, cache_bytes)
         self._closed = False
         create_file(self.path)
