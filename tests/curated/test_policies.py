@@ -11,6 +11,7 @@ from memoryport import (
     Capability,
     GuardedMemory,
     InvalidInput,
+    Limits,
     MemoryRecord,
     MemoryScope,
     UnsupportedCapability,
@@ -602,3 +603,21 @@ async def test_copy_to_another_backend_keeps_kinds_and_lineage(memory: GuardedMe
         assert await target.export(ANN) == []
     finally:
         await target.aclose()
+
+
+async def test_upcoming_returns_the_soonest_due_when_more_are_due_than_one_listing_holds() -> None:
+    """The listing is newest first: the soonest-due reminders written long ago must not be missed."""
+    fns = reference_functions()
+    fns.pop("capabilities")
+    memory = CallableMemory(**fns, name="reference", limits=Limits(max_k=20))
+    m = agent(memory, dedup=False)
+    now = utcnow()
+    # Written first, due last... and written last, due first: both orders, more than max_k in all.
+    due_days = [*range(30, 0, -1), *range(31, 61)]
+    for day in due_days:
+        await m.remember(f"Errand number {day}", scope=ANN, kind="reminder", due_at=now + timedelta(days=day, hours=1))
+    soonest = await m.upcoming(scope=ANN, within="90d", limit=5)
+    assert [i.text for i in soonest] == [f"Errand number {d}" for d in range(1, 6)]
+    with pytest.raises(InvalidInput, match="limit"):
+        await m.upcoming(scope=ANN, limit=21)
+    await memory.aclose()

@@ -803,26 +803,41 @@ class AgentMemory:
     ) -> list[MemoryItem]:
         """Memories due within ``within`` from now (and overdue ones), not done, soonest first.
 
-        At most ``limit`` (100); when more are due, the most recently written
-        ones are taken (the port lists newest first), then sorted by due time.
+        At most ``limit`` (from 1 to the guard's ``limits.max_k``), always the
+        soonest due: when more are due than one listing returns, the due-time
+        bound is narrowed until the listing is complete (items due in the very
+        same second as the last one kept may then be chosen among arbitrarily).
 
         Example:
             >>> [m.text for m in await memory.upcoming(scope=ann, within="7d")]  # doctest: +SKIP
             ['Dentist on Friday at 9']
         """
+        fetch = self.memory.limits.max_k
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= fetch:
+            raise InvalidInput(f"limit must be an integer from 1 to {fetch}", field="limit")
         now = self._now()
-        horizon = now + parse_duration(within, "within")
-        due: dict[str, int] = {"$lte": int(horizon.timestamp())}
-        if not include_overdue:
-            due["$gte"] = int(now.timestamp())
-        filters: dict[str, Any] = {
-            **self._live_filters(False),
-            K.DUE_AT: due,
-            K.DONE_AT: {"$exists": False},
-        }
-        hits = await self.memory.search("", scope=scope, k=limit, filters=filters, ctx=ctx)
-        items = [self._item(h.record) for h in hits]
-        return sorted(items, key=lambda m: (m.due_at or now, m.created_at))
+        upper = int((now + parse_duration(within, "within")).timestamp())
+        while True:
+            due: dict[str, int] = {"$lte": upper}
+            if not include_overdue:
+                due["$gte"] = int(now.timestamp())
+            filters: dict[str, Any] = {
+                **self._live_filters(False),
+                K.DUE_AT: due,
+                K.DONE_AT: {"$exists": False},
+            }
+            hits = await self.memory.search("", scope=scope, k=fetch, filters=filters, ctx=ctx)
+            items = sorted((self._item(h.record) for h in hits), key=lambda m: (m.due_at or now, m.created_at))
+            if len(hits) < fetch:
+                return items[:limit]
+            # A full listing holds the newest matches, not necessarily the soonest due.
+            # The `limit` soonest of all are due no later than the limit-th soonest seen
+            # here, so list again up to that bound until the listing is complete.
+            bound = items[limit - 1].due_at
+            narrower = upper if bound is None else int(bound.timestamp())
+            if narrower >= upper:
+                return items[:limit]
+            upper = narrower
 
     async def stats(
         self, *, scope: MemoryScope, months: int = 12, entities: bool = True, ctx: EventSink | None = None
