@@ -66,6 +66,12 @@ class SQLiteMemory(GuardedMemory):
             (measured on LoCoMo: hybrid recall@10 66.9 -> 75.5); set 0 for a
             store of unrelated facts. Pure vector search never uses it.
         context_window: how many records on each side receive context.
+        durability: what a committed write survives (the journal is WAL either
+            way). ``"normal"`` (SQLite ``synchronous=NORMAL``): an application
+            crash or kill loses nothing committed; a power loss or OS crash can
+            lose the last transactions committed before it (never corrupts the
+            file). ``"full"`` (``synchronous=FULL``): every commit is fsynced,
+            so it survives a power loss too; each write then waits for the disk.
         limits, sink, capture_content: see :class:`~memoryport.GuardedMemory`.
 
     Example:
@@ -96,6 +102,7 @@ class SQLiteMemory(GuardedMemory):
         rerank_candidates: int = 20,
         context_weight: float = NEIGHBOUR_WEIGHT,
         context_window: int = NEIGHBOUR_WINDOW,
+        durability: str = "normal",
         limits: Limits = DEFAULT_LIMITS,
         sink: EventSink | None = None,
         capture_content: bool = False,
@@ -133,6 +140,7 @@ class SQLiteMemory(GuardedMemory):
             rerank_candidates=rerank_candidates,
             context_weight=float(context_weight),
             context_window=context_window,
+            durability=durability,
         )
         self._store = store
         super().__init__(
