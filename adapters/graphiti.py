@@ -1,6 +1,6 @@
 """GraphitiMemory: memories in a Graphiti knowledge graph (extra ``graphiti``).
 
-Each memoryport user is one Graphiti ``group_id``: ``"mp_"`` followed by the
+Each memoryport user is one Graphiti ``group_id``: ``"mp-"`` followed by the
 SHA-256 of the user id in hex (or an HMAC-SHA-256 when ``hash_key`` is given),
 so no user id is written to the graph and every group id matches Graphiti's
 ``^[a-zA-Z0-9_-]+$``.
@@ -19,28 +19,30 @@ came from.
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid as uuidlib
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
-from memoryport._errors import BackendError, InvalidInput, MemoryportError, UnsupportedCapability, UsageError
-from memoryport._events import EventSink
+from memoryport._errors import BackendError, UnsupportedCapability, UsageError
 from memoryport._extras import require
-from memoryport._guard import GuardedMemory
+from memoryport._guard import GuardedMemory, GuardOptions
 from memoryport._port import Capability, SearchResults
 from memoryport._records import (
-    DEFAULT_LIMITS,
-    Limits,
     MemoryHit,
     MemoryRecord,
     MemoryScope,
     MetadataValue,
     pseudonym,
 )
+from memoryport.storekit import Undo, duplicate_id, id_of, ids_of, parse_time, recent
 
-__all__ = ["GraphitiMemory", "group_id_for"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["GraphitiMemory", "GraphitiStore", "group_id_for"]
 
 logger = logging.getLogger("memoryport")
 
@@ -64,7 +66,7 @@ _CAPABILITIES = frozenset(
 )
 
 
-def group_id_for(user_id: str, *, prefix: str = "mp_", hash_key: bytes | str | None = None) -> str:
+def group_id_for(user_id: str, *, prefix: str = "mp-", hash_key: bytes | str | None = None) -> str:
     """The Graphiti group id that holds ``user_id``'s memories.
 
     ``prefix`` followed by the hex SHA-256 of the user id, or its HMAC-SHA-256
@@ -73,55 +75,56 @@ def group_id_for(user_id: str, *, prefix: str = "mp_", hash_key: bytes | str | N
 
     Example:
         >>> group_id_for("ann")[:10]
-        'mp_49915e0'
+        'mp-49915e0'
     """
     return pseudonym(user_id, prefix=prefix, hash_key=hash_key)
 
 
-def _utc(value: datetime | None) -> datetime | None:
-    """Kuzu returns naive datetimes (UTC wall-clock); make every time aware UTC."""
-    if value is None:
-        return None
-    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
-        return value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc)
+class GraphitiStore:
+    """The :class:`~memoryport.MemoryPort` over a Graphiti instance (no checks: the guard does them).
 
+    Hosts usually build it through :func:`GraphitiMemory`, which returns it
+    guarded; its arguments are ``GraphitiMemory``'s. Beyond the port it offers
+    ``group_id(scope)`` and ``client``, the Graphiti instance as given.
 
-def _parse_time(value: object) -> datetime | None:
-    if isinstance(value, datetime):
-        return _utc(value)
-    if isinstance(value, str):
-        try:
-            return _utc(datetime.fromisoformat(value))
-        except ValueError:
-            return None
-    return None
-
-
-class _GraphitiStore:
-    """The port over a Graphiti instance; GuardedMemory does every check."""
+    Example:
+        >>> from memoryport import GuardedMemory
+        >>> memory = GuardedMemory(GraphitiStore(graphiti))  # doctest: +SKIP
+    """
 
     name = "graphiti"
 
-    def __init__(self, graphiti: Any, *, extract: bool, group_prefix: str, hash_key: bytes | str | None) -> None:
+    def __init__(
+        self, client: Any, *, extract: bool = False, id_prefix: str = "mp-", hash_key: bytes | str | None = None
+    ) -> None:
         self._sdk = _import_sdk()
-        if not isinstance(graphiti, self._sdk.Graphiti):
-            raise UsageError(f"GraphitiMemory needs a graphiti_core.Graphiti instance, not {type(graphiti).__name__}")
-        if not group_prefix or not all(c.isascii() and (c.isalnum() or c in "_-") for c in group_prefix):
-            raise UsageError("GraphitiMemory(group_prefix=...) must be non-empty ASCII letters, digits, '_' or '-'")
-        self._g = graphiti
+        if not isinstance(client, self._sdk.Graphiti):
+            raise UsageError(f"GraphitiMemory needs a graphiti_core.Graphiti instance, not {type(client).__name__}")
+        if not id_prefix or not all(c.isascii() and (c.isalnum() or c in "_-") for c in id_prefix):
+            raise UsageError("GraphitiMemory(id_prefix=...) must be non-empty ASCII letters, digits, '_' or '-'")
+        self._g = client
         self._extract = extract
-        self._prefix = group_prefix
+        self._prefix = id_prefix
         self._hash_key = hash_key
         self.capabilities = _CAPABILITIES
 
     # -- naming --------------------------------------------------------------
 
     @property
-    def graphiti(self) -> Any:
+    def client(self) -> Any:
+        """The Graphiti instance as given."""
         return self._g
 
+    def __repr__(self) -> str:
+        return f"GraphitiStore({type(self._g).__name__}, extract={self._extract})"
+
     def group_id(self, scope: MemoryScope) -> str:
+        """The Graphiti group id that holds ``scope``'s memories.
+
+        Example:
+            >>> memory.store.group_id(MemoryScope(user_id="ann"))  # doctest: +SKIP
+            'mp-49915e0d...'
+        """
         if scope.user_id is None:  # the guard refuses session/agent-only scopes first
             raise UsageError("GraphitiMemory needs MemoryScope(user_id=...)")
         return group_id_for(scope.user_id, prefix=self._prefix, hash_key=self._hash_key)
@@ -146,18 +149,13 @@ class _GraphitiStore:
             return driver
         return driver.clone(database=group)
 
-    # -- error boundary --------------------------------------------------------
-
-    def _fail(self, op: str, exc: BaseException) -> BackendError:
-        logger.warning("graphiti: %s failed: %s", op, type(exc).__name__)
-        return BackendError(f"graphiti failed in {op}: {type(exc).__name__}", backend=self.name, operation=op)
-
     # -- reading ---------------------------------------------------------------
 
     def _record(self, episode: Any, scope: MemoryScope) -> MemoryRecord:
         ours = episode.source_description == _SOURCE
-        created = _utc(episode.valid_at) or _utc(episode.created_at)
-        assert created is not None
+        created = parse_time(episode.valid_at) or parse_time(episode.created_at)
+        if created is None:  # data read from the graph: checked, never asserted (-O strips asserts)
+            raise BackendError("graphiti returned an episode without a time", backend=self.name, operation="read")
         return MemoryRecord(
             id=episode.name if ours else episode.uuid,
             scope=MemoryScope(user_id=scope.user_id),
@@ -203,156 +201,131 @@ class _GraphitiStore:
         """Ids are unique within a user, as everywhere in memoryport: refuse a stored one."""
         by_group: dict[str, list[tuple[int, str]]] = {}
         for i, record in enumerate(records):
-            assert record.id is not None
-            by_group.setdefault(self.group_id(record.scope), []).append((i, record.id))
+            by_group.setdefault(self.group_id(record.scope), []).append((i, id_of(record)))
         for group, items in by_group.items():
             uuids = {self._episode_uuid(group, record_id): i for i, record_id in items}
             found = await self._sdk.nodes.EpisodicNode.get_by_uuids(self._driver(group), list(uuids))
             if found:
-                index = min(uuids[e.uuid] for e in found if e.uuid in uuids)
-                raise InvalidInput(
-                    f"records[{index}].id is already stored; ids must be unique", field=f"records[{index}].id"
-                )
+                raise duplicate_id(min(uuids[e.uuid] for e in found if e.uuid in uuids))
 
     async def add(self, records: Sequence[MemoryRecord]) -> list[str]:
-        try:
-            await self._refuse_existing(records)
+        await self._refuse_existing(records)
+        # Kuzu writes row by row: a failed batch undoes whatever of it reached the graph.
+        async with Undo("graphiti") as undo:
             if self._extract:
-                await self._add_extracted(records)
+                await self._add_extracted(records, undo)
             else:
-                await self._add_verbatim(records)
-        except MemoryportError:
-            raise
-        except Exception as exc:
-            raise self._fail("add", exc) from exc
-        return [r.id for r in records if r.id is not None]
+                await self._add_verbatim(records, undo)
+        return ids_of(records)
 
-    async def _add_verbatim(self, records: Sequence[MemoryRecord]) -> None:
+    async def _add_verbatim(self, records: Sequence[MemoryRecord], undo: Undo) -> None:
         sdk = self._sdk
         by_group: dict[str, list[MemoryRecord]] = {}
         for record in records:
             by_group.setdefault(self.group_id(record.scope), []).append(record)
         embedder = self._g.embedder
-        written: list[tuple[str, str]] = []
-        try:
-            for group, batch in by_group.items():
-                user = sdk.nodes.EntityNode(
-                    uuid=self._user_node_uuid(group),
-                    name="user",
-                    group_id=group,
-                    labels=["Entity"],
-                    summary="",
-                    created_at=min(r.created_at for r in batch),
+        for group, batch in by_group.items():
+            user = sdk.nodes.EntityNode(
+                uuid=self._user_node_uuid(group),
+                name="user",
+                group_id=group,
+                labels=["Entity"],
+                summary="",
+                created_at=min(r.created_at for r in batch),
+            )
+            # One embedder call per batch; a failing embedder fails the add before any write.
+            vectors = await embedder.create_batch([r.text for r in batch])
+            if len(vectors) != len(batch):
+                raise BackendError(
+                    f"the Graphiti embedder returned {len(vectors)} vectors for {len(batch)} texts",
+                    backend=self.name,
+                    operation="add",
                 )
-                # One embedder call per batch; a failing embedder fails the add before any write.
-                vectors = await embedder.create_batch([r.text for r in batch])
-                if len(vectors) != len(batch):
-                    raise BackendError(
-                        f"the Graphiti embedder returned {len(vectors)} vectors for {len(batch)} texts",
-                        backend=self.name,
-                        operation="add",
+            episodes, mentions, facts = [], [], []
+            for record, vector in zip(batch, vectors, strict=True):
+                record_id = id_of(record)
+                ep_uuid = self._episode_uuid(group, record_id)
+                fact_uuid = self._fact_uuid(group, record_id)
+                episodes.append(
+                    sdk.nodes.EpisodicNode(
+                        uuid=ep_uuid,
+                        name=record_id,
+                        group_id=group,
+                        source=sdk.nodes.EpisodeType.text,
+                        source_description=_SOURCE,
+                        content=record.text,
+                        created_at=record.created_at,
+                        valid_at=record.created_at,
+                        entity_edges=[fact_uuid],
                     )
-                episodes, mentions, facts = [], [], []
-                for record, vector in zip(batch, vectors, strict=True):
-                    assert record.id is not None
-                    ep_uuid = self._episode_uuid(group, record.id)
-                    fact_uuid = self._fact_uuid(group, record.id)
-                    episodes.append(
-                        sdk.nodes.EpisodicNode(
-                            uuid=ep_uuid,
-                            name=record.id,
-                            group_id=group,
-                            source=sdk.nodes.EpisodeType.text,
-                            source_description=_SOURCE,
-                            content=record.text,
-                            created_at=record.created_at,
-                            valid_at=record.created_at,
-                            entity_edges=[fact_uuid],
-                        )
+                )
+                mentions.append(
+                    sdk.edges.EpisodicEdge(
+                        uuid=str(uuidlib.uuid5(_NAMESPACE, f"{ep_uuid}\x00mentions")),
+                        source_node_uuid=ep_uuid,
+                        target_node_uuid=user.uuid,
+                        group_id=group,
+                        created_at=record.created_at,
                     )
-                    mentions.append(
-                        sdk.edges.EpisodicEdge(
-                            uuid=str(uuidlib.uuid5(_NAMESPACE, f"{ep_uuid}\x00mentions")),
-                            source_node_uuid=ep_uuid,
-                            target_node_uuid=user.uuid,
-                            group_id=group,
-                            created_at=record.created_at,
-                        )
+                )
+                facts.append(
+                    sdk.edges.EntityEdge(
+                        uuid=fact_uuid,
+                        group_id=group,
+                        source_node_uuid=user.uuid,
+                        target_node_uuid=user.uuid,
+                        created_at=record.created_at,
+                        name=_FACT_NAME,
+                        fact=record.text,
+                        fact_embedding=[float(x) for x in vector],
+                        episodes=[ep_uuid],
+                        valid_at=record.created_at,
+                        attributes={_ATTR_ID: record_id, _ATTR_CREATED: record.created_at.isoformat()},
                     )
-                    facts.append(
-                        sdk.edges.EntityEdge(
-                            uuid=fact_uuid,
-                            group_id=group,
-                            source_node_uuid=user.uuid,
-                            target_node_uuid=user.uuid,
-                            created_at=record.created_at,
-                            name=_FACT_NAME,
-                            fact=record.text,
-                            fact_embedding=[float(x) for x in vector],
-                            episodes=[ep_uuid],
-                            valid_at=record.created_at,
-                            attributes={_ATTR_ID: record.id, _ATTR_CREATED: record.created_at.isoformat()},
-                        )
-                    )
-                written.extend((group, r.id) for r in batch if r.id is not None)
-                await sdk.add_nodes_and_edges_bulk(self._driver(group), episodes, mentions, [user], facts, embedder)
-        except BaseException:
-            # Kuzu writes row by row: undo whatever of this batch reached the graph.
-            for group, record_id in written:
-                try:
-                    await self._delete_one(group, record_id)
-                except Exception as exc:  # the original failure is what the caller needs to see
-                    logger.warning("graphiti: rollback after a failed add failed: %s", type(exc).__name__)
-            raise
+                )
+            for record_id in ids_of(batch):
+                undo.push(functools.partial(self._delete_one, group, record_id))
+            await sdk.add_nodes_and_edges_bulk(self._driver(group), episodes, mentions, [user], facts, embedder)
 
-    async def _add_extracted(self, records: Sequence[MemoryRecord]) -> None:
+    async def _add_extracted(self, records: Sequence[MemoryRecord], undo: Undo) -> None:
         sdk = self._sdk
-        done: list[tuple[str, str]] = []
-        try:
-            for record in records:
-                assert record.id is not None
-                group = self.group_id(record.scope)
-                ep_uuid = self._episode_uuid(group, record.id)
-                # The context Graphiti would fetch itself, taken before our episode exists,
-                # so the LLM does not see the new text twice (as current and as previous).
-                previous = await self._g.retrieve_episodes(
-                    record.created_at,
-                    last_n=_CONTEXT_EPISODES,
-                    group_ids=[group],
-                    source=sdk.nodes.EpisodeType.text,
-                    driver=self._driver(group),
-                )
-                # add_episode(uuid=...) processes an episode that already exists: save ours
-                # first, so its uuid is derived from the record id like on the verbatim path.
-                episode = sdk.nodes.EpisodicNode(
-                    uuid=ep_uuid,
-                    name=record.id,
-                    group_id=group,
-                    source=sdk.nodes.EpisodeType.text,
-                    source_description=_SOURCE,
-                    content=record.text,
-                    created_at=record.created_at,
-                    valid_at=record.created_at,
-                )
-                await episode.save(self._driver(group))
-                done.append((group, record.id))
-                await self._g.add_episode(
-                    name=record.id,
-                    episode_body=record.text,
-                    source_description=_SOURCE,
-                    reference_time=record.created_at,
-                    source=sdk.nodes.EpisodeType.text,
-                    group_id=group,
-                    uuid=ep_uuid,
-                    previous_episode_uuids=[p.uuid for p in previous if p.uuid != ep_uuid],
-                )
-        except BaseException:
-            for group, record_id in done:
-                try:
-                    await self._delete_one(group, record_id)
-                except Exception as exc:
-                    logger.warning("graphiti: rollback after a failed add failed: %s", type(exc).__name__)
-            raise
+        for record in records:
+            record_id = id_of(record)
+            group = self.group_id(record.scope)
+            ep_uuid = self._episode_uuid(group, record_id)
+            # The context Graphiti would fetch itself, taken before our episode exists,
+            # so the LLM does not see the new text twice (as current and as previous).
+            previous = await self._g.retrieve_episodes(
+                record.created_at,
+                last_n=_CONTEXT_EPISODES,
+                group_ids=[group],
+                source=sdk.nodes.EpisodeType.text,
+                driver=self._driver(group),
+            )
+            # add_episode(uuid=...) processes an episode that already exists: save ours
+            # first, so its uuid is derived from the record id like on the verbatim path.
+            episode = sdk.nodes.EpisodicNode(
+                uuid=ep_uuid,
+                name=record_id,
+                group_id=group,
+                source=sdk.nodes.EpisodeType.text,
+                source_description=_SOURCE,
+                content=record.text,
+                created_at=record.created_at,
+                valid_at=record.created_at,
+            )
+            await episode.save(self._driver(group))
+            undo.push(functools.partial(self._delete_one, group, record_id))
+            await self._g.add_episode(
+                name=record_id,
+                episode_body=record.text,
+                source_description=_SOURCE,
+                reference_time=record.created_at,
+                source=sdk.nodes.EpisodeType.text,
+                group_id=group,
+                uuid=ep_uuid,
+                previous_episode_uuids=[p.uuid for p in previous if p.uuid != ep_uuid],
+            )
 
     async def search(
         self, query: str, *, scope: MemoryScope, k: int, filters: Mapping[str, MetadataValue] | None
@@ -360,30 +333,21 @@ class _GraphitiStore:
         if filters:  # the guard refuses filters first; a second line
             raise UnsupportedCapability("graphiti has no filters", capability="filters", backend=self.name)
         group = self.group_id(scope)
-        try:
-            if not query.strip():
-                episodes = await self._episodes(group)
-                records = sorted((self._record(e, scope) for e in episodes), key=lambda r: r.created_at, reverse=True)
-                return SearchResults(
-                    [MemoryHit(record=r, score=0.0, signal="recent") for r in records[:k]], mode="recent"
-                )
-            config = self._sdk.search_config(k)
-            results = await self._g.search_(query, config=config, group_ids=[group], driver=self._driver(group))
-            hits: list[MemoryHit] = []
-            cache: dict[str, Any | None] = {}
-            for edge, score in zip(results.edges, results.edge_reranker_scores, strict=False):
-                record = await self._fact_record(edge, scope, cache)
-                if record is not None:
-                    hits.append(MemoryHit(record=record, score=float(score), signal="hybrid"))
-            return SearchResults(hits[:k], mode="hybrid")
-        except MemoryportError:
-            raise
-        except Exception as exc:
-            raise self._fail("search", exc) from exc
+        if not query.strip():
+            return recent((self._record(e, scope) for e in await self._episodes(group)), k)
+        config = self._sdk.search_config(k)
+        results = await self._g.search_(query, config=config, group_ids=[group], driver=self._driver(group))
+        hits: list[MemoryHit] = []
+        cache: dict[str, Any | None] = {}
+        for edge, score in zip(results.edges, results.edge_reranker_scores, strict=False):
+            record = await self._fact_record(edge, scope, cache)
+            if record is not None:
+                hits.append(MemoryHit(record=record, score=float(score), signal="hybrid"))
+        return SearchResults(hits[:k], mode="hybrid")
 
     async def _fact_record(self, edge: Any, scope: MemoryScope, cache: dict[str, Any | None]) -> MemoryRecord | None:
         attributes = edge.attributes or {}
-        created = _parse_time(attributes.get(_ATTR_CREATED))
+        created = parse_time(attributes.get(_ATTR_CREATED))
         record_id = attributes.get(_ATTR_ID)
         if isinstance(record_id, str) and record_id and created is not None:
             return MemoryRecord(
@@ -405,12 +369,7 @@ class _GraphitiStore:
         return None
 
     async def get(self, id: str, *, scope: MemoryScope) -> MemoryRecord | None:
-        try:
-            episode = await self._episode(self.group_id(scope), id)
-        except MemoryportError:
-            raise
-        except Exception as exc:
-            raise self._fail("get", exc) from exc
+        episode = await self._episode(self.group_id(scope), id)
         return None if episode is None else self._record(episode, scope)
 
     async def _delete_one(self, group: str, record_id: str) -> bool:
@@ -433,33 +392,22 @@ class _GraphitiStore:
 
     async def delete(self, ids: Sequence[str] | None, *, scope: MemoryScope) -> int:
         group = self.group_id(scope)
-        try:
-            if ids is None:
-                count = len(await self._episodes(group))
-                await self._sdk.clear_data(self._driver(group), group_ids=[group])
-                return count
-            count = 0
-            for record_id in ids:
-                if await self._delete_one(group, record_id):
-                    count += 1
-            driver = self._driver(group)
-            if count and not await self._sdk.nodes.EpisodicNode.get_by_group_ids(driver, [group], limit=1):
-                # The last text is gone: drop the user's node so nothing of them stays behind.
-                await self._sdk.clear_data(driver, group_ids=[group])
+        if ids is None:
+            count = len(await self._episodes(group))
+            await self._sdk.clear_data(self._driver(group), group_ids=[group])
             return count
-        except MemoryportError:
-            raise
-        except Exception as exc:
-            raise self._fail("delete", exc) from exc
+        count = 0
+        for record_id in ids:
+            if await self._delete_one(group, record_id):
+                count += 1
+        driver = self._driver(group)
+        if count and not await self._sdk.nodes.EpisodicNode.get_by_group_ids(driver, [group], limit=1):
+            # The last text is gone: drop the user's node so nothing of them stays behind.
+            await self._sdk.clear_data(driver, group_ids=[group])
+        return count
 
     async def export(self, scope: MemoryScope) -> list[MemoryRecord]:
-        try:
-            episodes = await self._episodes(self.group_id(scope))
-        except MemoryportError:
-            raise
-        except Exception as exc:
-            raise self._fail("export", exc) from exc
-        return [self._record(e, scope) for e in episodes]
+        return [self._record(e, scope) for e in await self._episodes(self.group_id(scope))]
 
     async def purge(self, *, now: datetime, created_before: datetime | None) -> int:
         raise UnsupportedCapability("graphiti cannot purge", capability="purge", backend=self.name)
@@ -513,8 +461,18 @@ def _import_sdk() -> _Sdk:
     return _SDK
 
 
-class GraphitiMemory(GuardedMemory):
-    """Memories in a Graphiti knowledge graph, already guarded (extra ``graphiti``).
+def GraphitiMemory(
+    client: Any,
+    *,
+    extract: bool = False,
+    id_prefix: str = "mp-",
+    hash_key: bytes | str | None = None,
+    **guard: Unpack[GuardOptions],
+) -> GuardedMemory[GraphitiStore]:
+    """Memories in a Graphiti knowledge graph, guarded (extra ``graphiti``).
+
+    Returns a :class:`~memoryport.GuardedMemory` over a :class:`GraphitiStore`
+    (``memory.store.group_id(scope)``, ``memory.store.client``).
 
     User scope only (``MemoryScope(user_id=...)``), no metadata, filters or
     expiry: those raise :class:`~memoryport.UnsupportedCapability`. Each user is
@@ -524,7 +482,7 @@ class GraphitiMemory(GuardedMemory):
     newest texts.
 
     Args:
-        graphiti: a ``graphiti_core.Graphiti`` the host built (driver, embedder,
+        client: a ``graphiti_core.Graphiti`` the host built (driver, embedder,
             LLM and cross-encoder clients are the host's; the adapter reads no
             API keys). Indices must exist: call
             ``await graphiti.build_indices_and_constraints()`` once (on Kuzu
@@ -532,9 +490,10 @@ class GraphitiMemory(GuardedMemory):
         extract: ``False`` (default) stores each text verbatim as one fact
             without any LLM call; ``True`` runs ``add_episode`` so the LLM
             extracts facts, and search returns those facts.
-        group_prefix: put before the hashed user id to form the group id.
+        id_prefix: put before the hashed user id to form the group id.
         hash_key: when given, group ids are HMAC-SHA-256 of the user id under
             this key instead of a plain SHA-256.
+        **guard: the guard's options (:class:`~memoryport.GuardOptions`).
 
     Example:
         >>> from graphiti_core import Graphiti                              # doctest: +SKIP
@@ -546,40 +505,4 @@ class GraphitiMemory(GuardedMemory):
         ['Ann likes green tea']
     """
 
-    def __init__(
-        self,
-        graphiti: Any,
-        *,
-        extract: bool = False,
-        group_prefix: str = "mp_",
-        hash_key: bytes | str | None = None,
-        retention_days: float | None = None,
-        limits: Limits = DEFAULT_LIMITS,
-        sink: EventSink | None = None,
-        capture_content: bool = False,
-    ) -> None:
-        super().__init__(
-            _GraphitiStore(graphiti, extract=extract, group_prefix=group_prefix, hash_key=hash_key),
-            retention_days=retention_days,
-            limits=limits,
-            sink=sink,
-            capture_content=capture_content,
-        )
-
-    @property
-    def graphiti(self) -> Any:
-        """The Graphiti instance behind this memory."""
-        store = self.port
-        assert isinstance(store, _GraphitiStore)
-        return store.graphiti
-
-    def group_id(self, scope: MemoryScope) -> str:
-        """The Graphiti group id that holds ``scope``'s memories.
-
-        Example:
-            >>> memory.group_id(MemoryScope(user_id="ann"))  # doctest: +SKIP
-            'mp_49915e0d...'
-        """
-        store = self.port
-        assert isinstance(store, _GraphitiStore)
-        return store.group_id(scope)
+    return GuardedMemory(GraphitiStore(client, extract=extract, id_prefix=id_prefix, hash_key=hash_key), **guard)

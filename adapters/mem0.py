@@ -1,8 +1,11 @@
 """Mem0Memory: memoryport over the open-source Mem0 ``Memory`` / ``AsyncMemory``.
 
+(Over 500 lines: erasing from Mem0 means reaching three stores of its own, the
+vector store, the history database and the message/entity logs.)
+
 The host builds the Mem0 client (its vector store, embedder, history database,
 keys) and hands it over; this module never reads an API key. Mem0 is imported
-only when a :class:`Mem0Memory` is constructed, so ``import memoryport`` stays
+only when a :class:`Mem0Store` is constructed, so ``import memoryport`` stays
 free of it.
 
 How memoryport maps onto Mem0 (mem0ai 2.x):
@@ -13,7 +16,7 @@ How memoryport maps onto Mem0 (mem0ai 2.x):
   also return other users' records, so every record read is checked against
   the scope here (and the search over-fetches to still return ``k``).
 * Ids holding whitespace (Mem0 refuses them) or ``%`` are percent-escaped.
-* one ``Memory.add(..., infer=False)`` per record, because Mem0 shares the
+* one ``Memory.add(..., infer=False)`` per record (``infer=extract``), because Mem0 shares the
   metadata of a call across its messages; ``created_at`` rides in the metadata
   (Mem0 honours it), ``expires_at`` too (plus Mem0's own ``expiration_date``,
   rounded up to the day, so Mem0's own readers hide it as well).
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import math
@@ -34,17 +38,21 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
-from memoryport._errors import BackendError, InvalidInput, MemoryportError, UsageError
-from memoryport._events import EventSink
+from memoryport._checks import check_int
+from memoryport._errors import BackendError, InvalidInput, UsageError
 from memoryport._extras import require
-from memoryport._guard import GuardedMemory
+from memoryport._guard import GuardedMemory, GuardOptions
 from memoryport._port import Capability, SearchResults
-from memoryport._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemoryScope, MetadataValue
+from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MetadataValue
+from memoryport.storekit import Undo, chunks, id_of, parse_time, recent
 
-__all__ = ["RESERVED_METADATA_KEYS", "Mem0Memory"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["RESERVED_METADATA_KEYS", "Mem0Memory", "Mem0Store"]
 
 logger = logging.getLogger("memoryport")
 
@@ -88,7 +96,6 @@ _CAPABILITIES = frozenset(
     }
 )
 
-_SQL_CHUNK = 500
 _MISSING = object()
 _PUSHABLE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -146,23 +153,8 @@ def _pushed_filters(filters: Mapping[str, MetadataValue] | None) -> dict[str, An
     }
 
 
-def _parse_time(value: Any) -> datetime | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, datetime):
-        parsed = value
-    else:
-        try:
-            parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-        except ValueError:
-            return None
-    if parsed.tzinfo is None or parsed.tzinfo.utcoffset(parsed) is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    return parsed.astimezone(timezone.utc)
-
-
 def _expiry_of(item: Mapping[str, Any], metadata: dict[str, Any]) -> datetime | None:
-    exact = _parse_time(metadata.pop(EXPIRES_KEY, None))
+    exact = parse_time(metadata.pop(EXPIRES_KEY, None))
     if exact is not None:
         return exact
     day = item.get("expiration_date")
@@ -192,20 +184,45 @@ def _rows(listed: Any) -> list[Any]:
     return list(listed or [])
 
 
-class _Mem0Store:
-    """The port over a Mem0 ``Memory`` or ``AsyncMemory``; GuardedMemory does every check."""
+class Mem0Store:
+    """The :class:`~memoryport.MemoryPort` over a Mem0 ``Memory`` or ``AsyncMemory`` (no checks: the guard does them).
+
+    Hosts usually build it through :func:`Mem0Memory`, which returns it guarded;
+    its arguments are ``Mem0Memory``'s. Beyond the port it offers
+    ``check_records`` (:class:`~memoryport.SupportsCheckRecords`: Mem0's own
+    metadata limits) and ``client``, the Mem0 client as given.
+
+    Example:
+        >>> from memoryport import GuardedMemory
+        >>> memory = GuardedMemory(Mem0Store(Memory.from_config(config)))  # doctest: +SKIP
+    """
 
     capabilities = _CAPABILITIES
 
-    def __init__(self, client: Any, *, is_async: bool, infer: bool, export_limit: int, name: str) -> None:
+    def __init__(self, client: Any, *, extract: bool = False, export_limit: int = 100_000, name: str = "mem0") -> None:
+        mem0 = require("mem0", extra="mem0", feature="Mem0Memory", package="mem0ai")
+        if isinstance(client, mem0.AsyncMemory):
+            self._async = True
+        elif isinstance(client, mem0.Memory):
+            self._async = False
+        elif isinstance(client, (mem0.MemoryClient, mem0.AsyncMemoryClient)):
+            raise UsageError(
+                "Mem0Memory takes the open-source mem0.Memory or mem0.AsyncMemory; the hosted "
+                "platform's MemoryClient is not supported yet"
+            )
+        else:
+            raise UsageError(f"Mem0Memory(client) takes a mem0.Memory or mem0.AsyncMemory, not {type(client).__name__}")
+        self.client = client
         self._client = client
-        self._async = is_async
-        self._infer = infer
-        self._export_limit = export_limit
+        self.extract = bool(extract)
+        self._export_limit = check_int(export_limit, "export_limit")
         self.name = name
         # Mem0's sync Memory is not documented as thread-safe; calls run in
         # worker threads, so they take turns.
         self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Mem0Store({type(self.client).__name__}, extract={self.extract})"
 
     # -- calling the SDK -------------------------------------------------
 
@@ -224,12 +241,10 @@ class _Mem0Store:
             if self._async:
                 return await fn(*args, **kwargs)
             return await asyncio.to_thread(self._locked, fn, args, kwargs)
-        except MemoryportError:
-            raise
-        except Exception as exc:
-            if _missing_ok and isinstance(exc, ValueError) and "not found" in str(exc):
+        except ValueError as exc:
+            if _missing_ok and "not found" in str(exc):
                 return _MISSING  # deleted meanwhile by someone else
-            raise self._fail(op, exc) from exc
+            raise  # the guard maps it, as every SDK failure
 
     def _locked(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         with self._lock:
@@ -247,19 +262,14 @@ class _Mem0Store:
             with db_lock:
                 return fn(connection)
 
-        try:
-            return await asyncio.to_thread(run)
-        except MemoryportError:
-            raise
-        except Exception as exc:
-            raise self._fail(op, exc) from exc
+        return await asyncio.to_thread(run)
 
     # -- records <-> Mem0 --------------------------------------------------
 
     def _record(self, item: Mapping[str, Any], op: str) -> MemoryRecord:
         metadata = dict(item.get("metadata") or {})
         expires_at = _expiry_of(item, metadata)
-        created = _parse_time(item.get("created_at")) or _parse_time(item.get("updated_at"))
+        created = parse_time(item.get("created_at")) or parse_time(item.get("updated_at"))
         try:
             if created is None:
                 raise ValueError("no creation time")
@@ -317,35 +327,31 @@ class _Mem0Store:
         # Mem0 writes the vector first and the history row second: with the
         # history closed, a record would be stored and could not be rolled back.
         self._history_open("add")
-        written: list[str] = []
         ids: list[str] = []
-        try:
+        # A failed batch removes the memories it already wrote (and their history rows).
+        async with Undo("mem0") as undo:
             for record in records:
                 scope_ids, extra = self._payload(record)
                 result = await self._sdk(
                     "add",
                     "add",
                     [{"role": "user", "content": record.text}],
-                    infer=self._infer,
+                    infer=self.extract,
                     **scope_ids,
                     **extra,
                 )
                 items = [r for r in (result or {}).get("results", []) if isinstance(r, Mapping) and r.get("id")]
-                written.extend(str(r["id"]) for r in items if r.get("event") == "ADD")
-                if self._infer:
+                added = [str(r["id"]) for r in items if r.get("event") == "ADD"]
+                if added:
+                    undo.push(functools.partial(self._remove, added, "add"))
+                if self.extract:
                     # Mem0 decides what to store; report the first memory it touched.
                     touched = [str(r["id"]) for r in items if r.get("event") in ("ADD", "UPDATE")]
-                    assert record.id is not None
-                    ids.append(touched[0] if touched else record.id)
+                    ids.append(touched[0] if touched else id_of(record))
                 elif len(items) != 1:
                     raise self._fail("add", None, f"mem0 stored {len(items)} memories for one text")
                 else:
                     ids.append(str(items[0]["id"]))
-        except BaseException:
-            if written:
-                with contextlib.suppress(Exception):
-                    await self._remove(written, "add")
-            raise
         return ids
 
     async def search(
@@ -353,12 +359,7 @@ class _Mem0Store:
     ) -> list[MemoryHit]:
         if not query.strip():
             # Mem0 refuses an empty query: list the scope, newest first.
-            records = await self._list(scope, filters, "search")
-            records.sort(key=lambda r: (r.created_at, r.id or ""), reverse=True)
-            return SearchResults(
-                [MemoryHit(record=r, score=1.0 / (1 + i), signal="recent") for i, r in enumerate(records[:k])],
-                mode="recent",
-            )
+            return recent(await self._list(scope, filters, "search"), k)
         mem0_filters = {**_pushed_filters(filters), **_scope_filters(scope)}
         # A margin beyond k, so that records tied at the k-th score are all
         # seen and the order of ties (by id) is the same on every call.
@@ -438,7 +439,7 @@ class _Mem0Store:
         doomed: list[str] = []
         for row in rows:
             payload = dict(getattr(row, "payload", None) or {})
-            created = _parse_time(payload.get("created_at"))
+            created = parse_time(payload.get("created_at"))
             expires = _expiry_of(payload, payload)
             if (expires is not None and expires <= now) or (
                 created_before is not None and created is not None and created < created_before
@@ -487,8 +488,7 @@ class _Mem0Store:
         def run(connection: Any) -> int:
             connection.execute("PRAGMA secure_delete=ON")
             try:
-                for start in range(0, len(ids), _SQL_CHUNK):
-                    chunk = list(ids[start : start + _SQL_CHUNK])
+                for chunk in chunks(ids):
                     marks = ",".join("?" * len(chunk))
                     connection.execute(f"DELETE FROM history WHERE memory_id IN ({marks})", chunk)
                 connection.commit()
@@ -496,8 +496,7 @@ class _Mem0Store:
                 connection.rollback()
                 raise
             left = 0
-            for start in range(0, len(ids), _SQL_CHUNK):
-                chunk = list(ids[start : start + _SQL_CHUNK])
+            for chunk in chunks(ids):
                 marks = ",".join("?" * len(chunk))
                 left += connection.execute(
                     f"SELECT count(*) FROM history WHERE memory_id IN ({marks})", chunk
@@ -509,7 +508,7 @@ class _Mem0Store:
             raise self._fail(op, None, f"{left} history rows of deleted memories are still in mem0's history database")
 
     async def _forget_messages(self, scope: MemoryScope, op: str) -> None:
-        # With infer=True Mem0 also keeps the last raw messages of each
+        # With extract=True Mem0 also keeps the last raw messages of each
         # user/agent/run combination; drop those the erased scope covers.
         def covered(session_scope: str) -> bool:
             parts = dict(p.split("=", 1) for p in (session_scope or "").split("&") if "=" in p)
@@ -533,8 +532,7 @@ class _Mem0Store:
                 return
             connection.execute("PRAGMA secure_delete=ON")
             try:
-                for start in range(0, len(doomed), _SQL_CHUNK):
-                    chunk = doomed[start : start + _SQL_CHUNK]
+                for chunk in chunks(doomed):
                     connection.execute(f"DELETE FROM messages WHERE id IN ({','.join('?' * len(chunk))})", chunk)
                 connection.commit()
             except BaseException:
@@ -545,15 +543,10 @@ class _Mem0Store:
 
     async def _store_call(self, op: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Call a method of Mem0's (synchronous) vector store in a worker thread."""
-        try:
-            return await asyncio.to_thread(self._locked, fn, args, kwargs)
-        except MemoryportError:
-            raise
-        except Exception as exc:
-            raise self._fail(op, exc) from exc
+        return await asyncio.to_thread(self._locked, fn, args, kwargs)
 
     async def _forget_entities(self, scope: MemoryScope) -> None:
-        # With infer=True and spaCy installed, Mem0 keeps entity names per
+        # With extract=True and spaCy installed, Mem0 keeps entity names per
         # scope in "<collection>_entities"; its own per-memory clean-up runs
         # only when that store is open in this process. Clear the scope's.
         entities = getattr(self._client, "_entity_store", None)
@@ -592,15 +585,23 @@ class _Mem0Store:
         return len(erased)
 
 
-class Mem0Memory(GuardedMemory):
-    """Memory in Mem0 (the open-source ``mem0.Memory`` or ``mem0.AsyncMemory``), already guarded.
+def Mem0Memory(
+    client: Any,
+    *,
+    extract: bool = False,
+    export_limit: int = 100_000,
+    name: str = "mem0",
+    **guard: Unpack[GuardOptions],
+) -> GuardedMemory[Mem0Store]:
+    """Memory in Mem0 (the open-source ``mem0.Memory`` or ``mem0.AsyncMemory``), guarded.
 
+    Returns a :class:`~memoryport.GuardedMemory` over a :class:`Mem0Store`.
     Pass a client the host built; its vector store, embedder and history
-    database are the host's choice. Texts are stored as given (``infer=False``,
-    no LLM call); ``infer=True`` lets Mem0's LLM extract and merge facts
-    instead, so what is stored is no longer the text given and the id
-    returned is the first memory Mem0 added or updated for it (or the id
-    memoryport assigned, when Mem0 stored nothing).
+    database are the host's choice. Texts are stored as given (``extract=False``,
+    no LLM call; Mem0's ``infer=False``); ``extract=True`` lets Mem0's LLM
+    extract and merge facts instead, so what is stored is no longer the text
+    given and the id returned is the first memory Mem0 added or updated for it
+    (or the id memoryport assigned, when Mem0 stored nothing).
 
     Scopes: user, session (Mem0's ``run_id``) and agent. Metadata must be flat
     and may not use :data:`RESERVED_METADATA_KEYS`. Search is Mem0's vector
@@ -614,16 +615,16 @@ class Mem0Memory(GuardedMemory):
     Mem0 store, including records other code wrote there.
 
     Sync ``Memory`` calls run in worker threads, so the event loop never blocks.
-    SDK failures become :class:`BackendError` (chained); logs carry only the
-    error's type. ``aclose()`` leaves the client open: the host owns it.
+    SDK failures become :class:`BackendError` (chained, by the guard); logs
+    carry only the error's type. ``aclose()`` leaves the client open: the host owns it.
 
     Args:
         client: a ``mem0.Memory`` or ``mem0.AsyncMemory`` instance.
-        infer: let Mem0's LLM rewrite texts into facts (default ``False``).
+        extract: let Mem0's LLM rewrite texts into facts (default ``False``).
         export_limit: the most memories one scope may hold for ``export``,
             erasure and empty-query search (Mem0 lists at most this many).
         name: the backend's name in events and errors.
-        retention_days, limits, sink, capture_content: see :class:`GuardedMemory`.
+        **guard: the guard's options (:class:`~memoryport.GuardOptions`).
 
     Raises:
         MissingExtra: ``mem0ai`` is not installed
@@ -640,39 +641,4 @@ class Mem0Memory(GuardedMemory):
         >>> [h.record.text for h in memory.search_sync("tea", scope=ann)]  # doctest: +SKIP
         ['Ann likes green tea']
     """
-
-    def __init__(
-        self,
-        client: Any,
-        *,
-        infer: bool = False,
-        export_limit: int = 100_000,
-        name: str = "mem0",
-        retention_days: float | None = None,
-        limits: Limits = DEFAULT_LIMITS,
-        sink: EventSink | None = None,
-        capture_content: bool = False,
-    ) -> None:
-        mem0 = require("mem0", extra="mem0", feature="Mem0Memory", package="mem0ai")
-        if isinstance(client, mem0.AsyncMemory):
-            is_async = True
-        elif isinstance(client, mem0.Memory):
-            is_async = False
-        elif isinstance(client, (mem0.MemoryClient, mem0.AsyncMemoryClient)):
-            raise UsageError(
-                "Mem0Memory takes the open-source mem0.Memory or mem0.AsyncMemory; the hosted "
-                "platform's MemoryClient is not supported yet"
-            )
-        else:
-            raise UsageError(f"Mem0Memory(client) takes a mem0.Memory or mem0.AsyncMemory, not {type(client).__name__}")
-        if isinstance(export_limit, bool) or not isinstance(export_limit, int) or export_limit < 1:
-            raise InvalidInput("export_limit must be a positive integer", field="export_limit")
-        self.client = client
-        self.infer = bool(infer)
-        super().__init__(
-            _Mem0Store(client, is_async=is_async, infer=self.infer, export_limit=export_limit, name=name),
-            retention_days=retention_days,
-            limits=limits,
-            sink=sink,
-            capture_content=capture_content,
-        )
+    return GuardedMemory(Mem0Store(client, extract=extract, export_limit=export_limit, name=name), **guard)

@@ -1,5 +1,8 @@
 """ZepMemory: memories as episodes in Zep's user graphs (extra ``zep``, zep-cloud 4.x, API v4).
 
+(Over 500 lines: Zep's writes are asynchronous tasks, so users, task polling
+and settling are this adapter's own.)
+
 Each memoryport user is one Zep user whose external ``user_id`` is
 ``"mp-"`` followed by the hex SHA-256 of the memoryport user id (or its
 HMAC-SHA-256 under ``hash_key``), so no user id reaches Zep. The Zep user is
@@ -13,13 +16,14 @@ Zep processes writes asynchronously: ``episode.add``, ``episode.delete`` and
 ``user.delete`` answer 202 with a task. With ``wait=True`` (the default) every
 write polls its tasks until they finish, so a search right after ``add`` sees
 the new text and a read right after ``delete`` does not see the deleted one.
-With ``wait=False`` writes return at once and :meth:`ZepMemory.settle` waits
+With ``wait=False`` writes return at once and :meth:`ZepStore.settle` waits
 for everything still pending.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import itertools
 import logging
@@ -28,24 +32,25 @@ import uuid as uuidlib
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from memoryport._errors import BackendError, InvalidInput, MemoryportError, UnsupportedCapability, UsageError
-from memoryport._events import EventSink
+from memoryport._errors import BackendError, MemoryportError, UnsupportedCapability, UsageError
 from memoryport._extras import require
-from memoryport._guard import GuardedMemory
+from memoryport._guard import GuardedMemory, GuardOptions
 from memoryport._port import Capability, SearchResults
 from memoryport._records import (
-    DEFAULT_LIMITS,
-    Limits,
     MemoryHit,
     MemoryRecord,
     MemoryScope,
     MetadataValue,
     pseudonym,
 )
+from memoryport.storekit import Undo, duplicate_id, id_of, ids_of, parse_time, recent
 
-__all__ = ["ZepMemory", "zep_user_id_for"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["ZepMemory", "ZepStore", "zep_user_id_for"]
 
 logger = logging.getLogger("memoryport")
 T = TypeVar("T")
@@ -78,18 +83,6 @@ def _iso(value: datetime) -> str:
     return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
-def _parse_time(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        return parsed.replace(tzinfo=timezone.utc)
-    return parsed.astimezone(timezone.utc)
-
-
 def _is_zep_uuid(value: str) -> bool:
     """Zep's own ids are canonical dashed UUIDs (memoryport's default ids are undashed hex)."""
     try:
@@ -98,8 +91,18 @@ def _is_zep_uuid(value: str) -> bool:
         return False
 
 
-class _ZepStore:
-    """The port over a Zep client; GuardedMemory does every check."""
+class ZepStore:
+    """The :class:`~memoryport.MemoryPort` over a Zep client (no checks: the guard does them).
+
+    Hosts usually build it through :func:`ZepMemory`, which returns it guarded;
+    its arguments are ``ZepMemory``'s. Beyond the port it offers ``settle()``
+    (:class:`~memoryport.SupportsSettle`), ``zep_user_id(scope)`` and ``client``.
+
+    Example:
+        >>> from memoryport import GuardedMemory
+        >>> memory = GuardedMemory(ZepStore(AsyncZep(api_key=key), wait=False))  # doctest: +SKIP
+        >>> await memory.store.settle()  # doctest: +SKIP
+    """
 
     name = "zep"
 
@@ -107,13 +110,13 @@ class _ZepStore:
         self,
         client: Any,
         *,
-        wait: bool,
-        poll_interval: float,
-        wait_timeout: float,
-        user_prefix: str,
-        hash_key: bytes | str | None,
-        search_reranker: str | None,
-        concurrency: int,
+        wait: bool = True,
+        poll_interval: float = 0.5,
+        wait_timeout: float = 120.0,
+        id_prefix: str = "mp-",
+        hash_key: bytes | str | None = None,
+        search_reranker: str | None = None,
+        concurrency: int = 4,
     ) -> None:
         zep = require("zep_cloud", extra="zep", feature="ZepMemory", package="zep-cloud")
         self._errors = require("zep_cloud.errors", extra="zep", feature="ZepMemory", package="zep-cloud")
@@ -129,15 +132,15 @@ class _ZepStore:
             raise UsageError(
                 f"ZepMemory needs a zep_cloud.Zep or zep_cloud.AsyncZep client, not {type(client).__name__}"
             )
-        if not user_prefix or len(user_prefix) > 400 or not user_prefix.isprintable():
-            raise UsageError("ZepMemory(user_prefix=...) must be 1-400 printable characters (Zep ids hold 500)")
+        if not id_prefix or len(id_prefix) > 400 or not id_prefix.isprintable():
+            raise UsageError("ZepMemory(id_prefix=...) must be 1-400 printable characters (Zep ids hold 500)")
         if poll_interval < 0 or wait_timeout <= 0 or concurrency < 1:
             raise UsageError("ZepMemory needs poll_interval >= 0, wait_timeout > 0 and concurrency >= 1")
         self._client = client
         self._wait = wait
         self._poll = poll_interval
         self._timeout = wait_timeout
-        self._prefix = user_prefix
+        self._prefix = id_prefix
         self._hash_key = hash_key
         self._reranker = search_reranker
         self._users: dict[str, str] = {}  # external user id -> Zep user uuid
@@ -151,7 +154,11 @@ class _ZepStore:
 
     @property
     def client(self) -> Any:
+        """The Zep client as given."""
         return self._client
+
+    def __repr__(self) -> str:
+        return f"ZepStore({type(self._client).__name__}, wait={self._wait})"
 
     # -- calling the SDK, sync or async -------------------------------------------
 
@@ -180,26 +187,25 @@ class _ZepStore:
 
         return await asyncio.to_thread(run)
 
-    def _fail(self, op: str, exc: BaseException) -> BackendError:
-        status = getattr(exc, "status_code", None)
-        detail = f" (HTTP {status})" if isinstance(status, int) else ""
-        logger.warning("zep: %s failed: %s%s", op, type(exc).__name__, detail)
-        return BackendError(f"zep failed in {op}: {type(exc).__name__}{detail}", backend=self.name, operation=op)
-
-    async def _guarded(self, op: str, work: Callable[[], Awaitable[T]]) -> T:
-        try:
-            return await work()
-        except MemoryportError:
-            raise
-        except Exception as exc:
-            raise self._fail(op, exc) from exc
-
     # -- users -------------------------------------------------------------------
 
-    def external_id(self, scope: MemoryScope) -> str:
+    def zep_user_id(self, scope: MemoryScope) -> str:
+        """The external Zep ``user_id`` that holds ``scope``'s memories.
+
+        Example:
+            >>> memory.store.zep_user_id(MemoryScope(user_id="ann"))  # doctest: +SKIP
+            'mp-49915e0d...'
+        """
         if scope.user_id is None:  # the guard refuses session/agent-only scopes first
             raise UsageError("ZepMemory needs MemoryScope(user_id=...)")
         return zep_user_id_for(scope.user_id, prefix=self._prefix, hash_key=self._hash_key)
+
+    async def _known_user(self, scope: MemoryScope) -> str:
+        """The Zep user uuid of ``scope``, created when absent."""
+        user = await self._user(scope, create=True)
+        if user is None:  # _user(create=True) returns a uuid or raises
+            raise BackendError("zep returned no user", backend=self.name, operation="user")
+        return user
 
     async def _user(self, scope: MemoryScope, *, create: bool) -> str | None:
         """The Zep user uuid for ``scope``; created when ``create`` and absent."""
@@ -214,7 +220,7 @@ class _ZepStore:
             return await self._resolve(scope, create=True)
 
     async def _resolve(self, scope: MemoryScope, *, create: bool) -> str | None:
-        ext = self.external_id(scope)
+        ext = self.zep_user_id(scope)
         erasing = self._erasing.get(ext)
         if create and erasing is not None:
             # A write must not land in a user that a pending erase is about to remove.
@@ -239,7 +245,7 @@ class _ZepStore:
         return self._users[ext]
 
     def _forget_user(self, scope: MemoryScope, stale: str | None = None) -> None:
-        ext = self.external_id(scope)
+        ext = self.zep_user_id(scope)
         if stale is None or self._users.get(ext) == stale:
             self._users.pop(ext, None)
 
@@ -301,18 +307,32 @@ class _ZepStore:
         return results  # type: ignore[return-value]
 
     async def settle(self) -> None:
-        """Wait until every write made with ``wait=False`` has been processed."""
+        """Wait until Zep has processed every write made with ``wait=False``.
+
+        A no-op with ``wait=True`` (writes already waited). Raises
+        :class:`~memoryport.BackendError` if a task failed or did not finish
+        within ``wait_timeout``.
+
+        Example:
+            >>> await memory.store.settle()  # doctest: +SKIP
+        """
         pending = sorted(self._pending)
         if pending:
-            await self._guarded("settle", lambda: self._wait_for(pending, "settle"))
+            try:
+                await self._wait_for(pending, "settle")
+            except MemoryportError:
+                raise
+            except Exception as exc:  # called by hosts directly, not through the guard: map here
+                error = type(exc).__name__
+                raise BackendError(f"zep failed in settle: {error}", backend=self.name, operation="settle") from exc
 
     # -- episodes <-> records ----------------------------------------------------
 
     def _record(self, episode: Any, scope: MemoryScope) -> MemoryRecord:
         metadata = episode.metadata or {}
         record_id = metadata.get(_META_ID)
-        created = _parse_time(metadata.get(_META_CREATED)) or _parse_time(episode.reference_time)
-        created = created or _parse_time(episode.created_at)
+        created = parse_time(metadata.get(_META_CREATED)) or parse_time(episode.reference_time)
+        created = created or parse_time(episode.created_at)
         if not isinstance(record_id, str) or not record_id:
             record_id = episode.uuid_  # an episode not written by memoryport: its own uuid is its id
         if not record_id or created is None or not episode.content:
@@ -363,37 +383,31 @@ class _ZepStore:
     # -- the port ----------------------------------------------------------------
 
     async def add(self, records: Sequence[MemoryRecord]) -> list[str]:
-        return await self._guarded("add", lambda: self._add(records))
-
-    async def _add(self, records: Sequence[MemoryRecord]) -> list[str]:
-        added: list[tuple[str, str]] = []  # (user uuid, episode uuid), for the rollback
         tasks: list[str | None] = []
+        undo = Undo("zep")
 
         async def one(record: MemoryRecord) -> None:
-            user = await self._user(record.scope, create=True)
-            assert user is not None
+            user = await self._known_user(record.scope)
             when = _iso(record.created_at)
             try:
                 result = await self._add_episode(user, record, when)
             except self._errors.NotFoundError:
                 # Our cached user was deleted elsewhere: resolve again, once.
                 self._forget_user(record.scope, user)
-                user = await self._user(record.scope, create=True)
-                assert user is not None
+                user = await self._known_user(record.scope)
                 result = await self._add_episode(user, record, when)
             episode = result.episode
             if episode is None or not episode.uuid_:
                 raise BackendError("zep accepted an episode but returned no uuid", backend=self.name, operation="add")
-            added.append((user, str(episode.uuid_)))
+            undo.push(functools.partial(self._call, self._client.graph.episode.delete, user, str(episode.uuid_)))
             tasks.append(result.task.uuid_ if result.task is not None else None)
 
-        try:
+        async with undo:  # a failed batch deletes the episodes it wrote: nothing half-written stays
             # Users first, one at a time, so a batch never races itself into a 409.
             by_user: dict[str, tuple[MemoryScope, list[tuple[int, str]]]] = {}
             for i, record in enumerate(records):
-                user = await self._user(record.scope, create=True)
-                assert user is not None and record.id is not None
-                by_user.setdefault(user, (record.scope, []))[1].append((i, record.id))
+                user = await self._known_user(record.scope)
+                by_user.setdefault(user, (record.scope, []))[1].append((i, id_of(record)))
             for user, (scope, items) in by_user.items():
                 try:
                     await self._refuse_existing(user, items)
@@ -403,19 +417,13 @@ class _ZepStore:
                     await self._user(scope, create=True)
             await self._map(one, records)
             await self._settle(tasks, "add")
-        except BaseException:
-            await self._rollback(added)
-            raise
-        return [r.id for r in records if r.id is not None]
+        return ids_of(records)
 
     async def _refuse_existing(self, user: str, items: Sequence[tuple[int, str]]) -> None:
         """Ids are unique within a user, as everywhere in memoryport: refuse a stored one."""
         found = await self._find(user, [record_id for _, record_id in items])
         if found:
-            index = min(i for i, record_id in items if record_id in found)
-            raise InvalidInput(
-                f"records[{index}].id is already stored; ids must be unique", field=f"records[{index}].id"
-            )
+            raise duplicate_id(min(i for i, record_id in items if record_id in found))
 
     async def _add_episode(self, user: str, record: MemoryRecord, when: str) -> Any:
         return await self._call(
@@ -428,33 +436,17 @@ class _ZepStore:
             source_description=_SOURCE,
         )
 
-    async def _rollback(self, added: Sequence[tuple[str, str]]) -> None:
-        """Undo the episodes of a failed batch, so nothing half-written stays."""
-        for user, episode_uuid in added:
-            try:
-                await self._call(self._client.graph.episode.delete, user, episode_uuid)
-            except Exception as exc:  # the original failure is what the caller needs to see
-                logger.warning("zep: rollback after a failed add failed: %s", type(exc).__name__)
-
     async def search(
         self, query: str, *, scope: MemoryScope, k: int, filters: Mapping[str, MetadataValue] | None
     ) -> list[MemoryHit]:
         if filters:  # the guard refuses filters first; a second line
             raise UnsupportedCapability("zep has no filters here", capability="filters", backend=self.name)
-        return await self._guarded("search", lambda: self._search(query, scope, k))
-
-    async def _search(self, query: str, scope: MemoryScope, k: int) -> SearchResults:
         user = await self._user(scope, create=False)
         if user is None:
             return SearchResults(mode="recent" if not query.strip() else "backend")
         if not query.strip():
             # Zep orders lists by its own ingestion time; ours is in metadata, so sort here.
-            records = sorted(
-                (self._record(e, scope) for e in await self._all_episodes(user)),
-                key=lambda r: r.created_at,
-                reverse=True,
-            )
-            return SearchResults([MemoryHit(record=r, score=0.0, signal="recent") for r in records[:k]], mode="recent")
+            return recent((self._record(e, scope) for e in await self._all_episodes(user)), k)
         kwargs: dict[str, Any] = {"query": query, "page_size": min(k, _SEARCH_PAGE)}
         if self._reranker is not None:
             kwargs["reranker"] = self._reranker
@@ -470,23 +462,17 @@ class _ZepStore:
         return SearchResults(hits, mode="backend")
 
     async def get(self, id: str, *, scope: MemoryScope) -> MemoryRecord | None:
-        async def work() -> MemoryRecord | None:
-            user = await self._user(scope, create=False)
-            if user is None:
-                return None
-            try:
-                episode = (await self._find(user, [id])).get(id)
-            except self._errors.NotFoundError:
-                self._forget_user(scope)
-                return None
-            return None if episode is None else self._record(episode, scope)
-
-        return await self._guarded("get", work)
+        user = await self._user(scope, create=False)
+        if user is None:
+            return None
+        try:
+            episode = (await self._find(user, [id])).get(id)
+        except self._errors.NotFoundError:
+            self._forget_user(scope)
+            return None
+        return None if episode is None else self._record(episode, scope)
 
     async def delete(self, ids: Sequence[str] | None, *, scope: MemoryScope) -> int:
-        return await self._guarded("delete", lambda: self._delete(ids, scope))
-
-    async def _delete(self, ids: Sequence[str] | None, scope: MemoryScope) -> int:
         user = await self._user(scope, create=False)
         if user is None:
             return 0
@@ -500,7 +486,7 @@ class _ZepStore:
             self._forget_user(scope)
             task = result.task.uuid_ if result is not None and result.task else None
             if task and not self._wait:
-                self._erasing[self.external_id(scope)] = task
+                self._erasing[self.zep_user_id(scope)] = task
             await self._settle([task], "delete")
             return count
         found = await self._find(user, ids)
@@ -517,20 +503,31 @@ class _ZepStore:
         return sum(1 for o in outcomes if o is not None)
 
     async def export(self, scope: MemoryScope) -> list[MemoryRecord]:
-        async def work() -> list[MemoryRecord]:
-            user = await self._user(scope, create=False)
-            if user is None:
-                return []
-            return [self._record(e, scope) for e in await self._all_episodes(user)]
-
-        return await self._guarded("export", work)
+        user = await self._user(scope, create=False)
+        if user is None:
+            return []
+        return [self._record(e, scope) for e in await self._all_episodes(user)]
 
     async def purge(self, *, now: datetime, created_before: datetime | None) -> int:
         raise UnsupportedCapability("zep cannot purge", capability="purge", backend=self.name)
 
 
-class ZepMemory(GuardedMemory):
-    """Memories as episodes in Zep user graphs, already guarded (extra ``zep``).
+def ZepMemory(
+    client: Any,
+    *,
+    wait: bool = True,
+    poll_interval: float = 0.5,
+    wait_timeout: float = 120.0,
+    id_prefix: str = "mp-",
+    hash_key: bytes | str | None = None,
+    search_reranker: str | None = None,
+    concurrency: int = 4,
+    **guard: Unpack[GuardOptions],
+) -> GuardedMemory[ZepStore]:
+    """Memories as episodes in Zep user graphs, guarded (extra ``zep``).
+
+    Returns a :class:`~memoryport.GuardedMemory` over a :class:`ZepStore`
+    (``memory.store.zep_user_id(scope)``, ``memory.store.settle()``).
 
     User scope only (``MemoryScope(user_id=...)``), no metadata, filters or
     expiry: those raise :class:`~memoryport.UnsupportedCapability`. Search is
@@ -545,17 +542,18 @@ class ZepMemory(GuardedMemory):
             in worker threads.
         wait: poll each write's task until Zep has processed it (default), so
             reads right after a write see it. ``False`` returns at once; call
-            :meth:`settle` to wait for pending writes.
+            ``memory.store.settle()`` to wait for pending writes.
         poll_interval: seconds between task polls.
         wait_timeout: give up waiting (with :class:`~memoryport.BackendError`;
             the write may still complete) after this many seconds per call.
-        user_prefix: put before the hashed user id to form Zep's ``user_id``.
+        id_prefix: put before the hashed user id to form Zep's ``user_id``.
         hash_key: when given, Zep user ids are HMAC-SHA-256 of the user id
             under this key instead of a plain SHA-256.
         search_reranker: passed to Zep's episode search (e.g.
             ``"cross_encoder"``); ``None`` uses Zep's default.
         concurrency: how many requests one call keeps in flight (episode
             adds and deletes, task polls).
+        **guard: the guard's options (:class:`~memoryport.GuardOptions`).
 
     Example:
         >>> from zep_cloud import AsyncZep                              # doctest: +SKIP
@@ -566,73 +564,14 @@ class ZepMemory(GuardedMemory):
         ['Ann likes green tea']
     """
 
-    def __init__(
-        self,
-        client: Any,
-        *,
-        wait: bool = True,
-        poll_interval: float = 0.5,
-        wait_timeout: float = 120.0,
-        user_prefix: str = "mp-",
-        hash_key: bytes | str | None = None,
-        search_reranker: str | None = None,
-        concurrency: int = 4,
-        retention_days: float | None = None,
-        limits: Limits = DEFAULT_LIMITS,
-        sink: EventSink | None = None,
-        capture_content: bool = False,
-    ) -> None:
-        super().__init__(
-            _ZepStore(
-                client,
-                wait=wait,
-                poll_interval=poll_interval,
-                wait_timeout=wait_timeout,
-                user_prefix=user_prefix,
-                hash_key=hash_key,
-                search_reranker=search_reranker,
-                concurrency=concurrency,
-            ),
-            retention_days=retention_days,
-            limits=limits,
-            sink=sink,
-            capture_content=capture_content,
-        )
-
-    @property
-    def _store(self) -> _ZepStore:
-        store = self.port
-        assert isinstance(store, _ZepStore)
-        return store
-
-    @property
-    def client(self) -> Any:
-        """The Zep client behind this memory."""
-        return self._store.client
-
-    def zep_user_id(self, scope: MemoryScope) -> str:
-        """The external Zep ``user_id`` that holds ``scope``'s memories.
-
-        Example:
-            >>> memory.zep_user_id(MemoryScope(user_id="ann"))  # doctest: +SKIP
-            'mp-49915e0d...'
-        """
-        return self._store.external_id(scope)
-
-    async def settle(self) -> None:
-        """Wait until Zep has processed every write made with ``wait=False``.
-
-        A no-op with ``wait=True`` (writes already waited). Raises
-        :class:`~memoryport.BackendError` if a task failed or did not finish
-        within ``wait_timeout``.
-
-        Example:
-            >>> await memory.settle()  # doctest: +SKIP
-        """
-        await self._store.settle()
-
-    def settle_sync(self) -> None:
-        """Blocking twin of :meth:`settle`."""
-        from memoryport._sync import run_sync
-
-        run_sync(self.settle(), method="settle")
+    store = ZepStore(
+        client,
+        wait=wait,
+        poll_interval=poll_interval,
+        wait_timeout=wait_timeout,
+        id_prefix=id_prefix,
+        hash_key=hash_key,
+        search_reranker=search_reranker,
+        concurrency=concurrency,
+    )
+    return GuardedMemory(store, **guard)

@@ -1,8 +1,8 @@
 """What the Zep and Graphiti adapters add on top of their SDKs, measured side by side.
 
-Graphiti: GraphitiMemory against the same Graphiti calls made directly (bulk write of
+Graphiti: GuardedMemory[GraphitiStore] against the same Graphiti calls made directly (bulk write of
 one episode + fact per text, hybrid fact search), on in-memory Kuzu with the tests'
-hash embedder. Zep: ZepMemory against the same SDK calls made directly, over the
+hash embedder. Zep: GuardedMemory[ZepStore] against the same SDK calls made directly, over the
 tests' in-process fake of the v4 API (so this is client-side overhead only: no network,
 no server work). Methods are interleaved per round; medians of per-round medians.
 
@@ -27,10 +27,11 @@ import test_graphiti as tg
 import test_zep as tz
 from graphiti_core.edges import EntityEdge, EpisodicEdge
 from graphiti_core.nodes import EntityNode, EpisodeType, EpisodicNode
+from graphiti_core.search.search_config import EdgeReranker, EdgeSearchConfig, EdgeSearchMethod, SearchConfig
 from graphiti_core.utils.bulk_utils import add_nodes_and_edges_bulk
 
 from memoryport import MemoryRecord, MemoryScope
-from memoryport.adapters.graphiti import GraphitiMemory, _Sdk
+from memoryport.adapters.graphiti import GraphitiMemory
 from memoryport.adapters.zep import ZepMemory
 
 
@@ -90,7 +91,13 @@ async def graphiti_round(n: int) -> dict[str, float]:
         )
     await add_nodes_and_edges_bulk(g.driver, eps, mentions, [user], facts, g.embedder)
     out["graphiti add / text (raw SDK)"] = (time.perf_counter() - t0) * 1000 / n
-    config = _Sdk().search_config(10)
+    # The adapter's search, spelled out with graphiti_core: facts only, BM25 + cosine fused by RRF.
+    config = SearchConfig(
+        edge_config=EdgeSearchConfig(
+            search_methods=[EdgeSearchMethod.bm25, EdgeSearchMethod.cosine_similarity], reranker=EdgeReranker.rrf
+        ),
+        limit=10,
+    )
     out["graphiti search (raw SDK)"] = await timed(
         lambda: g.search_("note things", config=config, group_ids=[group]), 20
     )

@@ -746,10 +746,11 @@ async def main(argv: Sequence[str] | None = None) -> str:
         if args.embed_texts:
             results["embedding"] = await bench_embedding(data, min(args.queries, 40), args.embed_texts)
         probe = SQLiteMemory(folder / "probe.db")
+        probe_sqlite = f"{probe.store.stats()['sqlite_version']} ({probe.store.driver_name})"
         head = (
             f"Command: `{command}`\n\n"
             f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-            f"numpy {np.__version__}, memoryport SQLite {probe.sqlite_version} ({probe.driver}), "
+            f"numpy {np.__version__}, memoryport SQLite {probe_sqlite}, "
             f"{versions()}; OPENBLAS_THREAD_TIMEOUT={os.environ.get('OPENBLAS_THREAD_TIMEOUT')}, "
             f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, load average at the end "
             f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}.\n"

@@ -32,16 +32,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-WORDS = [
-    "tea", "coffee", "jazz", "piano", "garden", "lyon", "paris", "oslo", "dentist", "budget", "meeting",
-    "flight", "train", "book", "club", "fence", "insurance", "tax", "river", "mountain", "bike", "swim",
-    "run", "cook", "bread", "cheese", "wine", "sister", "brother", "mother", "father", "office", "project",
-    "deadline", "report", "invoice", "holiday", "beach", "museum", "concert", "ticket", "hotel",
-]
+
+# A vocabulary of 5,000 made-up words drawn with Zipf's law (s = 1.1), as words are in text: a few
+# common, most rare. (With a handful of words every query word would match most records, the worst
+# case for a keyword search; ``--vocabulary 40`` measures that.)
+def vocabulary(size: int) -> tuple[list[str], list[float]]:
+    words = [f"w{i:04d}" for i in range(size)]
+    weights = [1.0 / (rank + 1) ** 1.1 for rank in range(size)]
+    return words, weights
 
 
-def sentence(rnd: random.Random) -> str:
-    return "The user " + " ".join(rnd.choice(WORDS) for _ in range(8)) + f" {rnd.randrange(10**6)}"
+def sentence(rnd: random.Random, words: list[str], weights: list[float], n: int = 10) -> str:
+    return "The user " + " ".join(rnd.choices(words, weights, k=n))
 
 
 def bow_embedder(dim: int = 64) -> Any:
@@ -66,6 +68,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from memoryport.curated import AgentMemory, CurationPolicy
 
     rnd = random.Random(args.seed)
+    words, weights = vocabulary(args.vocabulary)
     from _curated_backends import open_backend
 
     folder = Path(tempfile.mkdtemp(prefix="memoryport-curated-overhead-"))
@@ -75,7 +78,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     plain = AgentMemory(guard, policy=CurationPolicy(dedup=False))
     scope = MemoryScope(user_id="bench")
     for start in range(0, args.size, 1000):
-        batch = [MemoryRecord(scope=scope, text=sentence(rnd)) for _ in range(min(1000, args.size - start))]
+        n = min(1000, args.size - start)
+        batch = [MemoryRecord(scope=scope, text=sentence(rnd, words, weights)) for _ in range(n)]
         await guard.add(batch)
     times: dict[str, list[float]] = {k: [] for k in
                                      ("add", "remember", "remember_no_dedup", "search", "recall",
@@ -87,10 +91,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         times[name].append((time.perf_counter() - t0) * 1000)
 
     for _ in range(args.ops):
-        await timed("add", guard.add([MemoryRecord(scope=scope, text=sentence(rnd))]))
-        await timed("remember", agent.remember(sentence(rnd), scope=scope))
-        await timed("remember_no_dedup", plain.remember(sentence(rnd), scope=scope))
-        query = " ".join(rnd.choice(WORDS) for _ in range(3))
+        await timed("add", guard.add([MemoryRecord(scope=scope, text=sentence(rnd, words, weights))]))
+        await timed("remember", agent.remember(sentence(rnd, words, weights), scope=scope))
+        await timed("remember_no_dedup", plain.remember(sentence(rnd, words, weights), scope=scope))
+        query = " ".join(rnd.choices(words, weights, k=3))
         await timed("search", guard.search(query, scope=scope, k=5))
         await timed("recall", agent.recall(query, scope=scope, k=5))
         await timed("recall_no_reinforce", agent.recall(query, scope=scope, k=5, reinforce=False))
@@ -102,6 +106,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "ops": args.ops,
         "embedder": args.embedder,
         "backend": args.backend,
+        "vocabulary": args.vocabulary,
         "median_ms": {k: round(v, 3) for k, v in med.items()},
         "ratio": {
             "remember / add": round(med["remember"] / med["add"], 2),
@@ -117,14 +122,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=10_000)
     ap.add_argument("--ops", type=int, default=200)
     ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--vocabulary", type=int, default=5000, help="distinct words (Zipf-distributed)")
     ap.add_argument("--embedder", choices=("none", "bow"), default="none")
     ap.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     result = asyncio.run(run(args))
     m, r = result["median_ms"], result["ratio"]
-    print(f"# {args.backend}: {args.size:,} memories in one scope, {args.ops} operations each, "
-          f"embedder {args.embedder}")
+    print(f"# {args.backend}: {args.size:,} memories in one scope ({args.vocabulary:,}-word Zipf vocabulary), "
+          f"{args.ops} operations each, embedder {args.embedder}")
     print()
     print("| operation | bare guard (ms) | AgentMemory (ms) | ratio |")
     print("|---|---|---|---|")

@@ -1,4 +1,4 @@
-"""Evidence recall@k of SQLiteMemory's keyword, vector and hybrid search on LoCoMo conversations.
+"""Evidence recall@k of keyword, vector and hybrid search on LoCoMo conversations (SQLite or PostgreSQL).
 
 Each conversation becomes one scope (``user_id`` = the sample id) holding one
 record per dialogue turn: the text is ``"<speaker>: <turn>"``, followed by
@@ -13,6 +13,7 @@ per category. Malformed evidence ids are normalised where unambiguous
 
     python benchmarks/locomo.py [DATA] [--modes keyword,vector,hybrid] [--cache DIR] [--json FILE]
     python benchmarks/locomo.py [DATA] --ablation      # one row per ranking change, cumulative
+    python benchmarks/locomo.py [DATA] --backend postgres [--dsn DSN] --cache DIR   # PostgresMemory
     python benchmarks/locomo.py [DATA] --curated [--now last-session]   # + recall through AgentMemory
 
 ``--curated`` adds, for every mode, two rows: ``<mode>+layer`` asks the same
@@ -24,6 +25,10 @@ every one reads as importance 0.5); no reinforcement. ``--now last-session`` set
 the layer's clock to the day after each conversation's last session, so that
 recency weighs in (with the real clock every turn is years old and recency is
 ~0 for all).
+
+``--backend postgres`` stores the same records in PostgresMemory (the server at
+``--dsn``, else one started from the pgserver wheel); with the same ``--cache``
+both backends rank identical vectors, so their recall can be compared.
 
 ``--ablation`` switches the ranking steps of ``memoryport.ranking``
 off and on in turn (stopwords, fusion by scores instead of ranks, neighbours)
@@ -197,15 +202,17 @@ ABLATION = ["naive", "+stopwords", "+score fusion", "+neighbours"]
 class CuratedSearch:
     """Search through AgentMemory's recall (salience on, no reinforcement), shaped like the guard's search."""
 
-    def __init__(self, memory: Any, last_session: dict[str, datetime] | None, *, ranking: str) -> None:
-        from memoryport.curated import AgentMemory, CurationPolicy
+    def __init__(self, memory: Any, last_session: dict[str, datetime] | None, *, ranking: str,
+                 recency: float | None = None) -> None:
+        from memoryport.curated import AgentMemory, CurationPolicy, Salience
 
         self.ranking = ranking
         self.last_session = last_session
         self.user = ""
         clock = None if last_session is None else (lambda: self.last_session[self.user])  # type: ignore[index]
         kwargs = {} if clock is None else {"clock": clock}
-        self.agent = AgentMemory(memory, policy=CurationPolicy(recall_boost=0.0), **kwargs)
+        salience = Salience() if recency is None else Salience(recency=recency)
+        self.agent = AgentMemory(memory, policy=CurationPolicy(recall_boost=0.0, salience=salience), **kwargs)
 
     async def search(self, query: str, *, scope: Any, k: int) -> list[Any]:
         from types import SimpleNamespace
@@ -250,14 +257,30 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     modes = args.modes
     folder = Path(tempfile.mkdtemp(prefix="memoryport-locomo-"))
     db = folder / "locomo.db"
-    memories: dict[str, Any] = {mode: SQLiteMemory(db, embedder=embedder, search_mode=mode) for mode in modes}
+    server = None
+    if args.backend == "postgres":
+        try:
+            from benchmarks._postgres import start
+        except ImportError:  # run as a script: benchmarks/ is on sys.path
+            from _postgres import start  # type: ignore[no-redef]
+
+        from memoryport.adapters.postgres import PostgresMemory
+
+        server = start(args.dsn)
+        schema = "locomo_" + hashlib.sha256(str(time.time()).encode()).hexdigest()[:8]
+        memories: dict[str, Any] = {
+            mode: PostgresMemory(server.dsn, embedder=embedder, search_mode=mode, schema=schema) for mode in modes
+        }
+    else:
+        memories = {mode: SQLiteMemory(db, embedder=embedder, search_mode=mode) for mode in modes}
     writer = memories[modes[0]]
     if args.curated:
         last = {c.sample_id: max(t.date for t in c.turns) + timedelta(days=1) for c in conversations}
         for mode in modes:
             clock = last if args.now == "last-session" else None
             memories[f"{mode}+layer"] = CuratedSearch(memories[mode], clock, ranking="relevance")
-            memories[f"{mode}+salience"] = CuratedSearch(memories[mode], clock, ranking="salience")
+            memories[f"{mode}+salience"] = CuratedSearch(memories[mode], clock, ranking="salience",
+                                                          recency=args.recency)
     start = time.perf_counter()
     for conv in conversations:
         scope = MemoryScope(user_id=conv.sample_id)
@@ -296,8 +319,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if step is not None:
             configure_ranking(step)
         result["steps"][step or "current"] = await ask(conversations, memories, ids_by_record)
+    result["backend"] = args.backend
     for mode in modes:
         await memories[mode].aclose()
+    if server is not None:
+        server.stop()
     if isinstance(embedder, CachedEmbedder):
         embedder.save()
     shutil.rmtree(folder)
@@ -347,7 +373,8 @@ async def ask(conversations: list[Conversation], memories: dict[str, Any], ids_b
 
 def print_tables(result: dict[str, Any]) -> None:
     ev = result["evidence"]
-    print(f"# {len(result['conversations'])} conversations, {result['turns']} turns, {result['questions']} "
+    print(f"# backend {result.get('backend', 'sqlite')}: {len(result['conversations'])} conversations, "
+          f"{result['turns']} turns, {result['questions']} "
           f"questions with evidence; embedder {result['embedder']}; indexed in {result['index_seconds']} s")
     print(f"# evidence ids: {ev['ids']}, normalised {ev['normalised']}, dropped {len(ev['dropped'])} "
           f"{ev['dropped']}; questions left without evidence: {ev['questions_without_evidence']}")
@@ -384,9 +411,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=None, help="keep embeddings in this folder between runs")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     ap.add_argument("--ablation", action="store_true", help="one row per ranking change (cumulative)")
+    ap.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite", help="where the records live")
+    ap.add_argument("--dsn", default=None, help="PostgreSQL DSN for --backend postgres (default: start pgserver)")
     ap.add_argument("--curated", action="store_true", help="also ask through AgentMemory (salience on)")
     ap.add_argument("--now", choices=("real", "last-session"), default="real",
                     help="the layer's clock with --curated (recency counts from it)")
+    ap.add_argument("--recency", type=float, default=None, help="the salience's recency weight (default: the policy's)")
     args = ap.parse_args(argv)
     if not args.data.is_file():
         print(f"no LoCoMo file at {args.data}", file=sys.stderr)

@@ -80,7 +80,7 @@ async def memoryport(
             embedder.table[text] = vector
         return memory.add([MemoryRecord(scope=USER, text=text)])
 
-    conn = memory._store.db.conn()  # type: ignore[attr-defined]
+    conn = memory.store.db.conn()
     return memory, add, pragmas(conn)
 
 
@@ -259,7 +259,7 @@ async def profile(args: argparse.Namespace, folder: Path) -> str:
     out = []
     for with_vectors in (False, True):
         memory, _, _ = await memoryport(folder, corpus, args.base, with_vectors, "normal", "profile")
-        store: Any = memory._store  # type: ignore[attr-defined]
+        store: Any = memory.store
         n = args.adds
         texts = corpus.texts(4 * n + 8)
         vecs = corpus.vectors(len(texts))

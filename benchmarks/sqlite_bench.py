@@ -44,8 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from memoryport import MemoryRecord, MemoryScope, SQLiteMemory
-from memoryport.adapters.sqlite import load_driver
+from memoryport import GuardedMemory, MemoryRecord, MemoryScope, SQLiteMemory
+from memoryport.adapters.sqlite import SQLiteStore, load_driver
 
 DIM = 384
 K = 10
@@ -200,7 +200,7 @@ async def bench_add(corpus: Corpus, n: int, runs: int, folder: Path) -> list[lis
             if "port" in kind:
                 # What the guard costs: the same batches straight into the port, ids given.
                 batch = [r.model_copy(update={"id": f"{run}-{i}"}) for i, r in enumerate(batch)]
-                add = memory.port.add
+                add = memory.store.add
             else:
                 add = memory.add
             start = time.perf_counter()
@@ -273,7 +273,7 @@ async def bench_search(
     matrix = vectors.copy()  # numpy's own in-RAM copy of the same vectors
     knn = sqlite_vec_index(folder / f"vec0-{n}.db", vectors) if with_vec0 else None
 
-    def run(memory: SQLiteMemory) -> Callable[[int], Any]:
+    def run(memory: GuardedMemory[SQLiteStore]) -> Callable[[int], Any]:
         return lambda i: memory.search(qtexts[i], scope=user, k=K)
 
     methods: dict[str, Callable[[int], Any]] = {
@@ -307,7 +307,7 @@ async def bench_search(
 # -- 3. tenant test --------------------------------------------------------------------
 
 
-async def fill(memory: SQLiteMemory, chunks: Iterator[list[MemoryRecord]]) -> None:
+async def fill(memory: GuardedMemory[SQLiteStore], chunks: Iterator[list[MemoryRecord]]) -> None:
     for chunk in chunks:
         await memory.add(chunk)
 
@@ -405,8 +405,9 @@ async def main(argv: Sequence[str] | None = None) -> str:
         out.append(text)
 
     probe = SQLiteMemory(folder / "probe.db")
+    probe_sqlite = f"{probe.store.stats()['sqlite_version']} ({probe.store.driver_name})"
     emit(
-        f"Python {platform.python_version()}, SQLite {probe.sqlite_version} ({probe.driver}), numpy {np.__version__}, "
+        f"Python {platform.python_version()}, SQLite {probe_sqlite}, numpy {np.__version__}, "
         f"{os.cpu_count()} cores, text source: {'LoCoMo word counts' if LOCOMO.exists() else 'Zipf pseudo-words'}, "
         f"command: `python -m benchmarks.sqlite_bench {' '.join(argv if argv is not None else sys.argv[1:])}`"
     )

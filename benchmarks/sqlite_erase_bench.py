@@ -117,7 +117,7 @@ async def measure(n: int, vectors: bool, repeat: int) -> dict[str, Any]:
     path = folder / "e.db"
     try:
         memory = await build(path, n, vectors)
-        memory.checkpoint()
+        memory.store.checkpoint()
         size = path.stat().st_size
         times: dict[str, list[float]] = {
             "add 1": [],
@@ -139,7 +139,7 @@ async def measure(n: int, vectors: bool, repeat: int) -> dict[str, Any]:
             start = time.perf_counter()
             assert await memory.delete(scope=scope) > 0
             times["erase a user"].append(time.perf_counter() - start)
-        driver = memory.driver
+        driver = memory.store.driver_name
         await memory.aclose()
         conn = load_driver(driver)[1].connect(str(path), isolation_level=None)
         for _ in range(repeat):

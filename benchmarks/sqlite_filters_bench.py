@@ -33,7 +33,7 @@ async def main() -> str:
                 for i in range(start, start + 10_000)
             ]
         )
-    driver = memory.driver
+    driver = memory.store.driver_name
     await memory.aclose()
     conn = load_driver(driver)[1].connect(str(path))
     side = (

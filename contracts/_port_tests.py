@@ -271,7 +271,7 @@ class PortContract:
                    for i in range(6)]  # fmt: skip
         await self._add(memory, records)
         since, until = base + timedelta(hours=2), base + timedelta(hours=4)
-        port: Any = memory.port
+        port: Any = memory.store
         raw = await port.search("", scope=scope, k=10, filters=None, since=since, until=until)
         assert _texts(raw) == {records[2].text, records[3].text}, "the store's search ignored since/until"
         if self._has(memory, Capability.KEYWORD_SEARCH):
@@ -362,7 +362,7 @@ class PortContract:
                 return
             pytest.skip("filter_operators is not declared (the guard applies operators)")
         scope, names = await self._operator_records(memory)
-        port: Any = memory.port
+        port: Any = memory.store
         native = memory.filter_operators
         for condition, expected in self._CASES:
             if not set(condition) <= native:

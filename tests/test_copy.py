@@ -17,6 +17,7 @@ from memoryport import (
     CallableMemory,
     Capability,
     CopyReport,
+    GuardedMemory,
     InvalidInput,
     MemoryRecord,
     MemoryScope,
@@ -25,6 +26,7 @@ from memoryport import (
     copy_memories,
     copy_memories_sync,
 )
+from memoryport.adapters.callable import CallableStore
 from memoryport.cli import main
 
 pytestmark = pytest.mark.anyio
@@ -41,7 +43,7 @@ def dict_memory(
     capabilities: Iterable[Capability | str] | None = None,
     fail_after: int | None = None,
     name: str = "dict",
-) -> CallableMemory:
+) -> GuardedMemory[CallableStore]:
     """A whole-record store in a dict, with the capabilities asked for."""
     store: dict[str, MemoryRecord] = {} if rows is None else rows
     calls = {"add": 0}

@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from memoryport import ranking
+from memoryport._checks import check_int, check_number
 from memoryport._embedding import EmbeddingPort, check_matrix
 from memoryport._errors import BackendError, EmbedderMismatch, EmbeddingError, InvalidInput, UsageError
 from memoryport._extras import require
 from memoryport._filters import Filters
 from memoryport._port import Capability, SearchResults
-from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate, utcnow
+from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate, SearchMode, utcnow
 
 from ._schema import SchemaInfo, hnsw_ddl, migrate, quote_ident, read_schema
 
@@ -201,7 +202,11 @@ class _Retry(Exception):
 class PostgresStore:
     """The :class:`~memoryport.MemoryPort` over PostgreSQL (plain storage: the guard does the checks).
 
-    See :class:`~memoryport.adapters.postgres.PostgresMemory` for the arguments.
+    Hosts usually build it through :func:`~memoryport.adapters.postgres.PostgresMemory`,
+    which returns it guarded; see there for the arguments (``retention`` is the
+    guard's ``retention_days`` as a :class:`~datetime.timedelta`). Beyond the port
+    it offers ``stats()`` (async), ``create_hnsw_index()``, ``vacuum()``,
+    ``schema``, ``embedder`` and ``rls_enforced``, reached as ``memory.store.…``.
     """
 
     name = "postgres"
@@ -226,6 +231,16 @@ class PostgresStore:
         context_window: int = ranking.NEIGHBOUR_WINDOW,
         connect_timeout: float = 30.0,
     ) -> None:
+        if embedder is not None and not isinstance(embedder, EmbeddingPort):
+            raise UsageError(f"embedder must be an EmbeddingPort, not {type(embedder).__name__}")
+        check_int(pool_size, "pool_size")
+        check_int(candidates, "candidates")
+        check_int(exact_below, "exact_below", minimum=0)
+        check_int(ef_search, "ef_search")
+        check_int(hnsw_m, "hnsw_m", minimum=2)
+        check_int(hnsw_ef_construction, "hnsw_ef_construction", minimum=4)
+        check_int(context_window, "context_window", minimum=0)
+        context_weight = check_number(context_weight, "context_weight", minimum=0.0, maximum=1.0)
         if search_mode not in ("hybrid", "vector", "keyword"):
             raise InvalidInput("search_mode must be 'hybrid', 'vector' or 'keyword'", field="search_mode")
         self.schema = schema
@@ -248,7 +263,7 @@ class PostgresStore:
         self.text_search_config = text_search_config
         self.pool_size = pool_size
         self.candidates = candidates
-        self.search_mode = search_mode
+        self.search_mode: SearchMode = search_mode  # type: ignore[assignment]  # one of three, checked above
         self.exact_below = exact_below
         self.ef_search = ef_search
         self.hnsw = hnsw
@@ -404,6 +419,11 @@ class PostgresStore:
             if read_only:
                 # One snapshot for every statement of a search: a batch is seen whole or not at all.
                 setup.append(pg_sql.SQL("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"))
+                # Row-level security's condition makes the planner expect a handful of
+                # rows, so it would read all of a user's rows and sort them where a walk
+                # of the (user_id, created_at) index in order stops after k. Statements
+                # that must sort (scores) still sort.
+                setup.append(pg_sql.SQL("SET LOCAL enable_sort = off; SET LOCAL enable_bitmapscan = off"))
             if tenant_key is None:
                 setup.append(pg_sql.SQL("SELECT set_config('memoryport.all_tenants', 'on', true)"))
             else:
@@ -674,7 +694,7 @@ class PostgresStore:
         if not query.strip():
             return await self._read("search", lambda conn: self._recent(conn, scope, k, filters, span))
         qvec: F32 | None = None
-        mode = "keyword"
+        mode: SearchMode = "keyword"
         if self.embedder is not None and self.search_mode != "keyword":
             try:
                 qvec = (await _embed(self.embedder, [query]))[0]
@@ -839,8 +859,7 @@ class PostgresStore:
             # Row-level security makes the planner expect few rows and prefer a
             # sort over the graph: for this one statement, the graph it is.
             await cur.execute(
-                "SELECT set_config('hnsw.ef_search', %s, true), set_config('enable_seqscan', 'off', true), "
-                "set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true)",
+                "SELECT set_config('hnsw.ef_search', %s, true), set_config('enable_seqscan', 'off', true)",
                 (str(min(ef, 1000)),),
             )
             await cur.execute(
@@ -849,10 +868,7 @@ class PostgresStore:
                 [_Vector(qvec), *where.params, _Vector(qvec), limit],
             )
             rows = await cur.fetchall()
-            await cur.execute(
-                "SET LOCAL enable_seqscan TO DEFAULT; SET LOCAL enable_bitmapscan TO DEFAULT; "
-                "SET LOCAL enable_sort TO DEFAULT"
-            )
+            await cur.execute("SET LOCAL enable_seqscan TO DEFAULT")
             if len(rows) >= limit:
                 return [(int(rid), float(score)) for rid, score in rows]
             # Too few survived the scope/filters among the graph's candidates: scan the scope exactly.

@@ -131,7 +131,7 @@ def checkpoint_wal(db: Database, conn: Conn) -> bool:
         logger.warning(
             "SQLite %s: a reader holds a transaction open, so the WAL checkpoint after a delete could not "
             "finish; erased texts stay in the files until the next write or open finishes the erasure "
-            "(or memory.checkpoint() succeeds)",
+            "(or memory.store.checkpoint() succeeds)",
             db.name,
         )
         return False

@@ -14,6 +14,7 @@ from typing import Any
 
 from memoryport import ranking
 from memoryport._records import MemoryScope
+from memoryport.storekit import chunks
 
 from ._fts import like_patterns, match_expression
 from ._rows import Cond, Conn, filter_sql, scope_sql, tenant_token
@@ -36,8 +37,7 @@ def varint(blob: bytes) -> int:
 def doc_sizes(conn: Conn, rids: Sequence[int]) -> dict[int, int]:
     """Words in each record's text, from FTS5's own ``docsize`` table."""
     sizes: dict[int, int] = {}
-    for i in range(0, len(rids), 500):
-        chunk = list(rids[i : i + 500])
+    for chunk in chunks(rids):
         for rid, blob in conn.execute(
             f"SELECT id, sz FROM records_fts_docsize WHERE id IN ({','.join('?' * len(chunk))})", chunk
         ):
@@ -103,8 +103,7 @@ def _check_rows(
 ) -> set[int]:
     """The subset of ``rids`` in scope, alive and matching the filters."""
     keep: set[int] = set()
-    for i in range(0, len(rids), 500):
-        chunk = list(rids[i : i + 500])
+    for chunk in chunks(rids):
         keep.update(
             r[0]
             for r in conn.execute(

@@ -7,8 +7,9 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from memoryport._checks import check_int
 from memoryport._embedding import EmbeddingPort
-from memoryport._errors import InvalidInput, UsageError
+from memoryport._errors import UsageError
 
 from ._rows import Conn
 from ._schema import bump
@@ -28,13 +29,19 @@ async def reembed_file(
     batch_size: int = 256,
     driver: str | None = None,
 ) -> int:
-    """Re-embed every record of the file with ``embedder`` and record it; return how many.
+    """Re-embed every record of a file with ``embedder`` and record it as the file's embedder.
 
-    New vectors go to a side table in batches (a crash leaves the old ones in
-    use); one final transaction swaps them in and records the new embedder.
+    The way out of :class:`~memoryport.EmbedderMismatch`. ``progress(done,
+    total)`` is called after each batch. New vectors go to a side table in
+    batches and are swapped in by one transaction at the end, so a crash or an
+    embedder failure leaves the file as it was (the next run resumes).
+    Returns how many records were embedded.
+
+    Example:
+        >>> await reembed_file("memory.db", new_embedder,  # doctest: +SKIP
+        ...                    progress=lambda done, total: print(done, "/", total))
     """
-    if batch_size < 1:
-        raise InvalidInput("batch_size must be at least 1", field="batch_size")
+    check_int(batch_size, "batch_size")
 
     from ._store import SQLiteStore  # the store module re-exports this function
 

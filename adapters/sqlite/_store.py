@@ -31,11 +31,13 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from memoryport import ranking
+from memoryport._checks import check_int, check_number
 from memoryport._embedding import EmbeddingPort
 from memoryport._errors import EmbedderMismatch, InvalidInput, UsageError
 from memoryport._port import Capability, SearchResults
-from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate, utcnow
+from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate, SearchMode, utcnow
 from memoryport._rerank import RerankerPort
+from memoryport.storekit import chunks, duplicate_id, ids_of
 
 from . import _erasure
 from ._connection import DURABILITY, Database
@@ -57,7 +59,27 @@ T = TypeVar("T")
 
 
 class SQLiteStore:
-    """The :class:`~memoryport.MemoryPort` over one SQLite file (no checks: the guard does them)."""
+    """The :class:`~memoryport.MemoryPort` over one SQLite file (no checks of records: the guard does them).
+
+    Hosts usually build it through :func:`~memoryport.adapters.sqlite.SQLiteMemory`,
+    which returns it guarded; ``GuardedMemory(SQLiteStore(path))`` is the same
+    thing spelled out. Its arguments are those of ``SQLiteMemory`` except
+    ``retention``, a :class:`~datetime.timedelta` of records to delete on every
+    write (``SQLiteMemory`` passes the guard's ``retention_days``).
+    Beyond the port it offers ``stats()``, ``checkpoint()`` and ``aclose()``
+    (the :class:`~memoryport.SupportsStats`, :class:`~memoryport.SupportsCheckpoint`
+    and :class:`~memoryport.SupportsClose` protocols) and describes the file:
+    ``path``, ``driver_name``, ``sqlite_version``, ``keyword_index``,
+    ``fts_secure_delete``, ``embedder``, ``read_only``.
+
+    Example:
+        >>> import os, tempfile
+        >>> from memoryport import GuardedMemory
+        >>> memory = GuardedMemory(SQLiteStore(os.path.join(tempfile.mkdtemp(), "m.db")))
+        >>> memory.store.stats()["records"]
+        0
+        >>> memory.close()
+    """
 
     name = "sqlite"
 
@@ -85,9 +107,18 @@ class SQLiteStore:
                 f"durability must be one of {', '.join(map(repr, DURABILITY))}, not {durability!r}", field="durability"
             )
         self.durability = durability
+        if embedder is not None and not isinstance(embedder, EmbeddingPort):
+            raise UsageError(f"embedder must be an EmbeddingPort, not {type(embedder).__name__}")
+        if reranker is not None and not isinstance(reranker, RerankerPort):
+            raise UsageError(f"reranker must be a RerankerPort, not {type(reranker).__name__}")
+        workers = check_int(workers, "workers")
+        candidates = check_int(candidates, "candidates")
+        rerank_candidates = check_int(rerank_candidates, "rerank_candidates")
+        context_weight = check_number(context_weight, "context_weight", minimum=0.0, maximum=1.0)
+        context_window = check_int(context_window, "context_window", minimum=0)
         if search_mode not in ("hybrid", "vector", "keyword"):
             raise InvalidInput("search_mode must be 'hybrid', 'vector' or 'keyword'", field="search_mode")
-        self.search_mode = search_mode
+        self.search_mode: SearchMode = search_mode  # type: ignore[assignment]  # one of three, checked above
         self.path = os.fspath(path)
         if self.path == ":memory:" or self.path.startswith("file:"):
             raise UsageError("SQLiteMemory needs a file path (it opens one connection per thread)")
@@ -237,20 +268,16 @@ class SQLiteStore:
 
         gen, old, erased, base = self.db.write_staged(write)
         self.vectors.extend(records, vectors, base, gen, old, erased)
-        return [r.id for r in records if r.id is not None]
+        return ids_of(records)
 
     def _raise_duplicate(self, conn: Conn, records: Sequence[MemoryRecord]) -> None:
-        ids = [r.id for r in records]
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
+        ids = ids_of(records)
+        for chunk in chunks(ids):
             row = conn.execute(
                 f"SELECT id FROM records WHERE id IN ({','.join('?' * len(chunk))}) LIMIT 1", chunk
             ).fetchone()
             if row is not None:
-                index = ids.index(row[0])
-                raise InvalidInput(
-                    f"records[{index}].id is already stored; ids must be unique", field=f"records[{index}].id"
-                )
+                raise duplicate_id(ids.index(row[0]))
 
     async def delete(self, ids: Sequence[str] | None, *, scope: MemoryScope) -> int:
         self.db.refuse_if_read_only("delete")
@@ -264,8 +291,7 @@ class SQLiteStore:
             if ids is None:
                 rows = conn.execute(f"SELECT rid, text, user_id FROM records r WHERE {where}", params).fetchall()
             else:
-                for i in range(0, len(ids), 500):
-                    chunk = list(ids[i : i + 500])
+                for chunk in chunks(ids):
                     rows += conn.execute(
                         f"SELECT rid, text, user_id FROM records r WHERE {where} "
                         f"AND r.id IN ({','.join('?' * len(chunk))})",
@@ -360,7 +386,7 @@ class SQLiteStore:
         if not query.strip():
             return await self._run(lambda: self.db.read(lambda conn: recent(conn, scope, k, filters)))
         qvec: F32 | None = None
-        mode = "keyword"
+        mode: SearchMode = "keyword"
         if self.embedder is not None and self.search_mode != "keyword":
             try:
                 qvec = (await embed(self.embedder, [query]))[0]
@@ -386,7 +412,12 @@ class SQLiteStore:
         return _erasure.checkpoint(self.db)
 
     def stats(self) -> dict[str, Any]:
-        """Counts and settings, for ``memoryport stats``."""
+        """Record and vector counts, schema version, embedder, driver and SQLite version.
+
+        Example:
+            >>> memory.store.stats()["records"]  # doctest: +SKIP
+            42
+        """
 
         def read(conn: Conn) -> dict[str, Any]:
             meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
@@ -403,6 +434,9 @@ class SQLiteStore:
             }
 
         return self.db.read(read)
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r}, keyword_index={self.keyword_index!r}, driver={self.driver_name!r})"
 
     async def aclose(self) -> None:
         """Stop the worker threads and close every connection."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from memoryport._errors import EmbedderMismatch
 from memoryport._records import MemoryScope, MemoryUpdate, utcnow
+from memoryport.storekit import chunks
 
 from ._erasure import mark_erased
 from ._rows import NEVER, Conn, scope_sql, tenant_token, us
@@ -57,8 +58,7 @@ def _apply(store: SQLiteStore, changes: Sequence[MemoryUpdate], scope: MemorySco
         ids = [c.id for c in changes]
         live = "(r.expires_at IS NULL OR r.expires_at > ?)" + ("" if cutoff is None else " AND r.created_at >= ?")
         extra = [now_us] if cutoff is None else [now_us, cutoff]
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
+        for chunk in chunks(ids):
             for row in conn.execute(
                 "SELECT r.id, r.rid, r.text, r.user_id, r.session_id, r.agent_id, r.created_at FROM records r "
                 f"WHERE r.id IN ({','.join('?' * len(chunk))}) AND {where} AND {live}",

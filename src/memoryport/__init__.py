@@ -32,9 +32,27 @@ from ._errors import (
 from ._events import EventSink, MemoryEvent
 from ._extras import lazy_exports
 from ._filters import OPERATORS
-from ._guard import GuardedMemory
-from ._port import Capability, MemoryPort, SearchResults
-from ._records import DEFAULT_LIMITS, Limits, MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate, MetadataValue
+from ._guard import GuardedMemory, GuardOptions
+from ._port import (
+    Capability,
+    MemoryPort,
+    SearchResults,
+    SupportsCheckpoint,
+    SupportsCheckRecords,
+    SupportsClose,
+    SupportsSettle,
+    SupportsStats,
+)
+from ._records import (
+    DEFAULT_LIMITS,
+    Limits,
+    MemoryHit,
+    MemoryRecord,
+    MemoryScope,
+    MemoryUpdate,
+    MetadataValue,
+    SearchMode,
+)
 from ._timerange import TimeBound
 
 if TYPE_CHECKING:
@@ -48,6 +66,9 @@ if TYPE_CHECKING:
     from .adapters.zep import ZepMemory
     from .curated import AgentMemory, CurationPolicy, NewMemory, curated_tools
     from .embedders.local import LocalEmbedder
+    from .embedders.openai import OpenAIEmbedder
+    from .embedders.rerank import CrossEncoderReranker
+    from .embedders.sentence_transformers import SentenceTransformerEmbedder
     from .tools import (
         MemoryTool,
         MemoryTools,
@@ -92,6 +113,9 @@ _LAZY: dict[str, str] = {
     "CopyReport": "memoryport._copy",
     "GraphitiMemory": "memoryport.adapters.graphiti",
     "LocalEmbedder": "memoryport.embedders.local",
+    "OpenAIEmbedder": "memoryport.embedders.openai",
+    "SentenceTransformerEmbedder": "memoryport.embedders.sentence_transformers",
+    "CrossEncoderReranker": "memoryport.embedders.rerank",
     "Mem0Memory": "memoryport.adapters.mem0",
     "PostgresMemory": "memoryport.adapters.postgres",
     "RerankerPort": "memoryport._rerank",
@@ -115,12 +139,14 @@ __all__ = [
     "CallableReranker",
     "Capability",
     "CopyReport",
+    "CrossEncoderReranker",
     "CurationPolicy",
     "EmbedderMismatch",
     "EmbeddingError",
     "EmbeddingPort",
     "EventSink",
     "GraphitiMemory",
+    "GuardOptions",
     "GuardedMemory",
     "InvalidInput",
     "Limits",
@@ -138,11 +164,19 @@ __all__ = [
     "MetadataValue",
     "MissingExtra",
     "NewMemory",
+    "OpenAIEmbedder",
     "PendingWrite",
     "PostgresMemory",
     "RerankerPort",
     "SQLiteMemory",
+    "SearchMode",
     "SearchResults",
+    "SentenceTransformerEmbedder",
+    "SupportsCheckRecords",
+    "SupportsCheckpoint",
+    "SupportsClose",
+    "SupportsSettle",
+    "SupportsStats",
     "TimeBound",
     "ToolContext",
     "ToolError",

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from ._errors import MemoryportError, UnsupportedCapability, UsageError
 from ._guard import GuardedMemory
-from ._port import Capability
+from ._port import Capability, SupportsCheckRecords
 from ._records import MemoryRecord, MemoryScope, utcnow
 from ._sync import run_sync
 
@@ -89,9 +89,8 @@ def _precheck(target: GuardedMemory, records: Sequence[MemoryRecord]) -> None:
     now = utcnow()
     for i, record in enumerate(records):
         target.limits.check_record(record, f"records[{i}]", now)
-    check = getattr(target.port, "check_records", None)
-    if check is not None:
-        check(records)
+    if isinstance(target.store, SupportsCheckRecords):
+        target.store.check_records(records)
 
 
 async def copy_memories(

@@ -7,6 +7,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
+from ._checks import check_int
 from ._errors import EmbeddingError, InvalidInput
 from ._events import report_usage
 
@@ -93,8 +94,7 @@ class CallableEmbedder:
     def __init__(self, fn: EmbedFn, *, dim: int, name: str) -> None:
         if not callable(fn):
             raise InvalidInput("fn must be callable", field="fn")
-        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
-            raise InvalidInput("dim must be a positive integer", field="dim")
+        check_int(dim, "dim")
         if not isinstance(name, str) or not name:
             raise InvalidInput("name must be a non-empty string", field="name")
         self._fn = fn

@@ -130,7 +130,7 @@ def report_usage(
         MemoryEvent(name=event, backend=backend, count=texts, latency_ms=latency_ms, usage=usage),
     )
     if event == "embedding.used":
-        _telemetry().record_usage(backend, texts, tokens)
+        get_telemetry().record_usage(backend, texts, tokens)
 
 
 class _Telemetry:
@@ -196,7 +196,7 @@ class _Telemetry:
 _TELEMETRY: _Telemetry | None = None
 
 
-def _telemetry() -> _Telemetry:
+def get_telemetry() -> _Telemetry:
     global _TELEMETRY
     if _TELEMETRY is None:
         _TELEMETRY = _Telemetry()

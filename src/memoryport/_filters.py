@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Union
 
 from ._errors import InvalidInput
-from ._records import MetadataValue, _check_scalar
+from ._records import MetadataValue, check_scalar
 
 __all__ = [
     "COMPARISONS",
@@ -119,7 +119,7 @@ def _is_scalar(value: object) -> bool:
 def _scalar(value: object, what: str, field: str | None = None) -> None:
     field = field or what
     try:
-        _check_scalar(value, what)
+        check_scalar(value, what)
     except ValueError as exc:
         raise InvalidInput(f"{exc} (or an operator dict such as {{'$gte': 1}})", field=field) from None
 

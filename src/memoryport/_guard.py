@@ -1,4 +1,9 @@
-"""GuardedMemory: the one façade in front of every backend."""
+"""GuardedMemory: the one façade in front of every backend.
+
+Long on purpose: it is the one place every check, refusal, filter on the way
+out, event and blocking twin lives, for every store (the ways in and out of
+each operation side by side read better than spread over modules).
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,14 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
+
+from typing_extensions import TypeVar as DefaultTypeVar
 
 from ._errors import BackendError, InvalidInput, MemoryportError, UnsupportedCapability, UsageError
-from ._events import EventSink, MemoryEvent, _telemetry, current_sink, deliver
+from ._events import EventSink, MemoryEvent, current_sink, deliver, get_telemetry
 from ._filters import OPERATORS, Filters, check_filters, matches, operators_in, split_filters
-from ._port import Capability, MemoryPort, SearchResults
+from ._port import Capability, MemoryPort, SearchResults, SupportsClose
 from ._records import (
     DEFAULT_LIMITS,
     Limits,
@@ -20,14 +27,18 @@ from ._records import (
     MemoryRecord,
     MemoryScope,
     MemoryUpdate,
-    _check_scalar,
+    SearchMode,
+    check_scalar,
     new_id,
     utcnow,
 )
 from ._sync import run_sync
 from ._timerange import TimeBound, in_range, time_range
 
-__all__ = ["GuardedMemory"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["GuardOptions", "GuardedMemory", "retention_period"]
 
 logger = logging.getLogger("memoryport")
 
@@ -40,12 +51,56 @@ def _note_drop(kind: int) -> None:
     if counts is not None:
         counts[kind] += 1
 T = TypeVar("T")
+# The store a guard holds; a bare ``GuardedMemory`` annotation means any store.
+S = DefaultTypeVar("S", bound=MemoryPort, covariant=True, default=MemoryPort)
+
+
+class GuardOptions(TypedDict, total=False):
+    """The guard's options, declared once: :class:`GuardedMemory` and every friendly constructor take them.
+
+    ``SQLiteMemory(path, retention_days=30)``, ``Mem0Memory(client, sink=...)``
+    and ``GuardedMemory(store, limits=...)`` accept exactly these keywords.
+
+    Keys:
+        retention_days: hide (and let ``purge`` remove) records older than
+            this many days; ``None`` (the default) keeps them.
+        limits: input bounds (default :data:`~memoryport.DEFAULT_LIMITS`); see :class:`Limits`.
+        sink: where events go when a call passes no ``ctx`` (default none).
+        capture_content: let texts ride on events, to sinks that capture
+            content too (default ``False``).
+
+    Example:
+        >>> from memoryport import GuardOptions
+        >>> options: GuardOptions = {"retention_days": 30}
+    """
+
+    retention_days: float | None
+    limits: Limits
+    sink: EventSink | None
+    capture_content: bool
+
+
+def retention_period(retention_days: float | None) -> timedelta | None:
+    """``retention_days`` as a :class:`timedelta`, or ``None``; :class:`InvalidInput` unless positive.
+
+    A store that also acts on retention (SQLite deletes retained-out rows on
+    every write) takes the period from here, so it is checked in one place.
+
+    Example:
+        >>> retention_period(1.5)
+        datetime.timedelta(days=1, seconds=43200)
+    """
+    if retention_days is None:
+        return None
+    if isinstance(retention_days, bool) or not isinstance(retention_days, (int, float)) or not retention_days > 0:
+        raise InvalidInput("retention_days must be a positive number or None", field="retention_days")
+    return timedelta(days=retention_days)
 
 _OPERATIONS = ("add", "search", "get", "delete", "export", "purge")  # update, count: when declared
 
 
-class GuardedMemory:
-    """What a host holds: any :class:`MemoryPort` behind one set of guarantees.
+class GuardedMemory(Generic[S]):
+    """What a host holds: any :class:`MemoryPort` (a *store*) behind one set of guarantees.
 
     The guard checks input, refuses what the backend cannot do
     (:class:`UnsupportedCapability`, before calling it), drops records outside
@@ -53,13 +108,17 @@ class GuardedMemory:
     backend returning another scope's record is logged as a WARNING and counted
     in :attr:`dropped_out_of_scope`), emits content-free events and
     OpenTelemetry spans, and offers a blocking ``*_sync`` twin of every method.
+    It also maps any exception a store raises outside the error tree to
+    :class:`BackendError` (logged with its type only), so stores need not.
+
+    The friendly constructors (``SQLiteMemory(path)``, ``Mem0Memory(client)``,
+    ...) return a ``GuardedMemory`` over their store; :attr:`store` gives the
+    store back, typed, for what only it offers (``memory.store.stats()``).
 
     Args:
-        port: the backend.
-        retention_days: hide (and let ``purge`` remove) records older than this.
-        limits: input bounds; see :class:`Limits`.
-        sink: where events go when a call passes no ``ctx``.
-        capture_content: let texts ride on events (only to sinks that capture too).
+        store: the store (plain storage, no checks).
+        **options: the guard's options, :class:`GuardOptions`
+            (``retention_days``, ``limits``, ``sink``, ``capture_content``).
 
     Example:
         >>> from memoryport import GuardedMemory, MemoryRecord, MemoryScope
@@ -75,39 +134,33 @@ class GuardedMemory:
     naming the ``await`` form.
     """
 
-    def __init__(
-        self,
-        port: MemoryPort,
-        *,
-        retention_days: float | None = None,
-        limits: Limits = DEFAULT_LIMITS,
-        sink: EventSink | None = None,
-        capture_content: bool = False,
-    ) -> None:
-        if isinstance(port, GuardedMemory):
-            raise UsageError("GuardedMemory(port) got a GuardedMemory; pass its .port or use it as is")
-        missing = [op for op in _OPERATIONS if not callable(getattr(port, op, None))]
-        if missing or not hasattr(port, "capabilities"):
+    def __init__(self, store: S, **options: Unpack[GuardOptions]) -> None:
+        if isinstance(store, GuardedMemory):
+            raise UsageError("GuardedMemory(store) got a GuardedMemory; pass its .store or use it as is")
+        unknown = sorted(set(options) - set(GuardOptions.__annotations__))
+        if unknown:
+            raise UsageError(f"unknown guard option {unknown[0]!r}; known: {', '.join(GuardOptions.__annotations__)}")
+        missing = [op for op in _OPERATIONS if not callable(getattr(store, op, None))]
+        if missing or not hasattr(store, "capabilities"):
             raise UsageError(
-                f"{type(port).__name__} is not a MemoryPort: missing {', '.join(missing) or 'capabilities'}"
+                f"{type(store).__name__} is not a MemoryPort: missing {', '.join(missing) or 'capabilities'}"
             )
-        if retention_days is not None and not retention_days > 0:
-            raise InvalidInput("retention_days must be a positive number or None", field="retention_days")
-        self._port = port
+        self._retention = retention_period(options.get("retention_days"))
+        self._store = store
         try:
-            self._capabilities = frozenset(Capability(c) for c in port.capabilities)
+            self._capabilities = frozenset(Capability(c) for c in store.capabilities)
         except ValueError as exc:
             known = ", ".join(c.value for c in Capability)
-            raise UsageError(f"{type(port).__name__}.capabilities holds an unknown capability; known: {known}") from exc
-        self._backend = str(getattr(port, "name", type(port).__name__))
+            name = type(store).__name__
+            raise UsageError(f"{name}.capabilities holds an unknown capability; known: {known}") from exc
+        self._backend = str(getattr(store, "name", type(store).__name__))
         for capability, op in ((Capability.UPDATE, "update"), (Capability.COUNT, "count")):
-            if capability in self._capabilities and not callable(getattr(port, op, None)):
-                raise UsageError(f"{type(port).__name__} declares {capability.value!r} but has no {op} method")
-        self._native_ops = self._native_operators(port)
-        self._retention = None if retention_days is None else timedelta(days=retention_days)
-        self.limits = limits
-        self.sink = sink
-        self.capture_content = capture_content
+            if capability in self._capabilities and not callable(getattr(store, op, None)):
+                raise UsageError(f"{type(store).__name__} declares {capability.value!r} but has no {op} method")
+        self._native_ops = self._native_operators(store)
+        self.limits: Limits = options.get("limits", DEFAULT_LIMITS)
+        self.sink: EventSink | None = options.get("sink")
+        self.capture_content: bool = options.get("capture_content", False)
         self._dropped = 0
         self._mismatched = 0
 
@@ -130,9 +183,13 @@ class GuardedMemory:
     # -- introspection -------------------------------------------------
 
     @property
-    def port(self) -> MemoryPort:
-        """The backend behind the guard (plain storage, no checks)."""
-        return self._port
+    def store(self) -> S:
+        """The store behind the guard (plain storage, no checks), typed as given.
+
+        For what only that store offers: ``SQLiteMemory(path).store.stats()``.
+        Calls made on it directly skip every check and event of the guard.
+        """
+        return self._store
 
     @property
     def backend(self) -> str:
@@ -174,7 +231,7 @@ class GuardedMemory:
         return self._native_ops
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(backend={self._backend!r})"
+        return f"GuardedMemory({self._store!r})"
 
     # -- checks ----------------------------------------------------------
 
@@ -259,6 +316,15 @@ class GuardedMemory:
             return False
         return not (self._retention is not None and record.created_at < now - self._retention)
 
+    def _count(self, n: object, operation: str) -> int:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise BackendError(
+                f"backend {self._backend!r} returned a {type(n).__name__} from {operation}, not a count",
+                backend=self._backend,
+                operation=operation,
+            )
+        return n
+
     # -- instrumentation -------------------------------------------------
 
     async def _run(
@@ -281,7 +347,7 @@ class GuardedMemory:
             attrs["memory.scope_kind"] = scope.kind
         if k is not None:
             attrs["memory.k"] = k
-        telemetry = _telemetry()
+        telemetry = get_telemetry()
         token = current_sink.set(sink)
         drops = [0, 0]
         drops_token = _call_drops.set(drops)
@@ -298,9 +364,12 @@ class GuardedMemory:
                     raise
                 except Exception as exc:
                     error = type(exc).__name__
-                    logger.warning("backend %r failed in %s: %s", self._backend, operation, error)
+                    # An HTTP SDK's status says which failure it was, and carries no text.
+                    status = getattr(exc, "status_code", None)
+                    detail = f" (HTTP {status})" if type(status) is int else ""
+                    logger.warning("backend %r failed in %s: %s%s", self._backend, operation, error, detail)
                     raise BackendError(
-                        f"backend {self._backend!r} failed in {operation}: {error}",
+                        f"backend {self._backend!r} failed in {operation}: {error}{detail}",
                         backend=self._backend,
                         operation=operation,
                     ) from exc
@@ -389,16 +458,16 @@ class GuardedMemory:
                 self._require(Capability.METADATA, f"{field}.metadata")
             if record.expires_at is not None:
                 self._require(Capability.EXPIRY, f"{field}.expires_at")
+            record_id = record.id if record.id is not None else new_id()
             if record.id is None:
-                record = record.model_copy(update={"id": new_id()})
-            assert record.id is not None
-            if record.id in seen:
+                record = record.model_copy(update={"id": record_id})
+            if record_id in seen:
                 raise InvalidInput(f"{field}.id repeats an id earlier in the batch", field=f"{field}.id")
-            seen.add(record.id)
+            seen.add(record_id)
             prepared.append(record)
 
         async def call() -> list[str]:
-            ids = await self._port.add(prepared)
+            ids = await self._store.add(prepared)
             if ids is None:
                 return [r.id for r in prepared if r.id is not None]
             # ints are accepted (some SDKs number their rows); anything else is a backend bug
@@ -444,8 +513,8 @@ class GuardedMemory:
         since: TimeBound | None = None,
         until: TimeBound | None = None,
         ctx: EventSink | None = None,
-    ) -> list[MemoryHit]:
-        """The ``k`` best records in ``scope`` for ``query``, best first.
+    ) -> SearchResults:
+        """The ``k`` best records in ``scope`` for ``query``, best first, and the mode used (``.mode``).
 
         An empty query lists the newest records (mode ``recent``). ``filters``
         match metadata (a value for equality, or an operator dict such as
@@ -470,7 +539,7 @@ class GuardedMemory:
                 limit="max_query_chars",
             )
         try:
-            _check_scalar(query, "query")
+            check_scalar(query, "query")
         except ValueError as exc:
             raise InvalidInput(str(exc), field="query") from None
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= self.limits.max_k:
@@ -495,12 +564,13 @@ class GuardedMemory:
         async def call() -> SearchResults:
             fetch = k
             while True:
-                raw = await self._port.search(sent, scope=checked, k=fetch, filters=pushed, **extra)
+                raw = await self._store.search(sent, scope=checked, k=fetch, filters=pushed, **extra)
                 now = utcnow()
                 hits = [h for h in raw if wanted(h, now)]
                 if len(hits) >= k or len(raw) < fetch or fetch >= self.limits.max_k * 4:
                     break
                 fetch = min(fetch * 4, self.limits.max_k * 4)
+            mode: SearchMode
             if recent:
                 hits.sort(key=lambda h: h.record.created_at, reverse=True)
                 mode = "recent"
@@ -535,7 +605,7 @@ class GuardedMemory:
         record_id = self.limits.check_id(id, "id")
 
         async def call() -> list[MemoryRecord]:
-            record = await self._port.get(record_id, scope=checked)
+            record = await self._store.get(record_id, scope=checked)
             if record is None or not self._visible(record, checked, utcnow()):
                 return []
             return [record]
@@ -578,14 +648,7 @@ class GuardedMemory:
                 return 0
 
         async def call() -> int:
-            n = await self._port.delete(wanted, scope=checked)
-            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-                raise BackendError(
-                    f"backend {self._backend!r} returned {n!r} from delete, not a count",
-                    backend=self._backend,
-                    operation="delete",
-                )
-            return n
+            return self._count(await self._store.delete(wanted, scope=checked), "delete")
 
         return await self._run("delete", "memory.deleted", call, lambda n: n, ctx, scope=checked)
 
@@ -613,9 +676,9 @@ class GuardedMemory:
 
         async def call() -> list[MemoryRecord]:
             if native_range and ranged:
-                records = await self._port.export(checked, since=start, until=end)  # type: ignore[call-arg]
+                records = await self._store.export(checked, since=start, until=end)  # type: ignore[call-arg]
             else:
-                records = await self._port.export(checked)
+                records = await self._store.export(checked)
             now = utcnow()
             live = [
                 r
@@ -703,7 +766,7 @@ class GuardedMemory:
         batch = list(changes)
 
         async def call() -> list[str]:
-            done = await self._port.update(batch, scope=checked)  # type: ignore[attr-defined]
+            done = await self._store.update(batch, scope=checked)  # type: ignore[attr-defined]
             if isinstance(done, (str, bytes)) or not isinstance(done, Sequence):
                 raise BackendError(
                     f"backend {self._backend!r} returned a {type(done).__name__} from update, not a list of ids",
@@ -772,14 +835,8 @@ class GuardedMemory:
                 return 0
 
         async def call() -> int:
-            n = await self._port.count(checked, filters=pushed, since=start, until=end)  # type: ignore[attr-defined]
-            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-                raise BackendError(
-                    f"backend {self._backend!r} returned {n!r} from count, not a count",
-                    backend=self._backend,
-                    operation="count",
-                )
-            return n
+            n = await self._store.count(checked, filters=pushed, since=start, until=end)  # type: ignore[attr-defined]
+            return self._count(n, "count")
 
         return await self._run("count", "memory.counted", call, lambda n: n, ctx, scope=checked)
 
@@ -795,17 +852,16 @@ class GuardedMemory:
         cutoff = None if self._retention is None else now - self._retention
 
         async def call() -> int:
-            return int(await self._port.purge(now=now, created_before=cutoff))
+            return self._count(await self._store.purge(now=now, created_before=cutoff), "purge")
 
         return await self._run("purge", "memory.purged", call, lambda n: n, ctx)
 
     async def aclose(self) -> None:
-        """Release the backend's resources (if it has an ``aclose``)."""
-        close = getattr(self._port, "aclose", None)
-        if close is not None:
-            await close()
+        """Release the store's resources (when it is a :class:`SupportsClose`)."""
+        if isinstance(self._store, SupportsClose):
+            await self._store.aclose()
 
-    async def __aenter__(self) -> GuardedMemory:
+    async def __aenter__(self) -> GuardedMemory[S]:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -827,7 +883,7 @@ class GuardedMemory:
         since: TimeBound | None = None,
         until: TimeBound | None = None,
         ctx: EventSink | None = None,
-    ) -> list[MemoryHit]:
+    ) -> SearchResults:
         """Blocking twin of :meth:`search`."""
         return run_sync(
             self.search(query, scope=scope, k=k, filters=filters, since=since, until=until, ctx=ctx), method="search"
@@ -893,7 +949,7 @@ def _hit(hit: object, backend: str) -> MemoryHit:
     return hit
 
 
-def _mode_of(hits: Sequence[MemoryHit]) -> str:
+def _mode_of(hits: Sequence[MemoryHit]) -> SearchMode:
     signals = {h.signal for h in hits}
     if len(signals) == 1:
         return next(iter(signals))

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import inspect
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from datetime import datetime
 from enum import Enum
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ._filters import Filters
-from ._records import MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate, MetadataValue
+from ._records import MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate, MetadataValue, SearchMode
 
 __all__ = [
     "Capability",
@@ -16,7 +17,13 @@ __all__ = [
     "MemoryPort",
     "SearchMode",
     "SearchResults",
+    "SupportsCheckRecords",
+    "SupportsCheckpoint",
+    "SupportsClose",
+    "SupportsSettle",
+    "SupportsStats",
     "TimeRangePort",
+    "store_stats",
     "UpdatablePort",
 ]
 
@@ -71,10 +78,6 @@ class Capability(str, Enum):
         return self.value
 
 
-SearchMode = str
-"""``"keyword"``, ``"vector"``, ``"hybrid"``, ``"recent"`` or ``"backend"``."""
-
-
 class SearchResults(list[MemoryHit]):
     """A list of hits that also says which mode produced them.
 
@@ -90,7 +93,7 @@ class SearchResults(list[MemoryHit]):
 
 @runtime_checkable
 class MemoryPort(Protocol):
-    """The storage operations a backend provides. Plain storage: no checks.
+    """The storage operations a store provides. Plain storage: no checks.
 
     Backends never validate input nor filter by expiry or retention: the
     :class:`~memoryport.GuardedMemory` in front of them does that once for all.
@@ -219,4 +222,123 @@ class CountablePort(Protocol):
         until: datetime | None,
     ) -> int:
         """How many live (not expired) records ``scope`` covers that match."""
+        ...
+
+
+# -- optional protocols: what some stores offer beyond the port -------------
+# A host reaches them through ``memory.store`` (typed by the constructor that
+# built the guard); generic code (the CLI, copy_memories, the guard's aclose)
+# asks ``isinstance(store, SupportsX)`` instead of probing attribute names.
+
+
+@runtime_checkable
+class SupportsClose(Protocol):
+    """A store holding resources (threads, connections) to release; :meth:`GuardedMemory.aclose` calls it.
+
+    Example:
+        >>> from memoryport import SupportsClose
+        >>> class Pooled:
+        ...     async def aclose(self) -> None: ...
+        >>> isinstance(Pooled(), SupportsClose)
+        True
+    """
+
+    async def aclose(self) -> None:
+        """Release the store's resources; the store is unusable afterwards."""
+        ...
+
+
+@runtime_checkable
+class SupportsStats(Protocol):
+    """A store that can describe itself (counts, versions, settings) for ``memoryport stats``.
+
+    Example:
+        >>> from memoryport import SupportsStats
+        >>> class Counted:
+        ...     def stats(self) -> dict: return {"records": 0}
+        >>> isinstance(Counted(), SupportsStats)
+        True
+    """
+
+    def stats(self) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+        """JSON-ready facts about the store; ``"records"`` is the record count when known.
+
+        A store that must ask a server (PostgreSQL) makes it ``async``; read it
+        with :func:`store_stats`, which awaits when needed.
+        """
+        ...
+
+
+async def store_stats(store: object) -> dict[str, Any] | None:
+    """What a :class:`SupportsStats` store says about itself (awaited if async); ``None`` for other stores.
+
+    Example:
+        >>> import asyncio
+        >>> class Counted:
+        ...     def stats(self): return {"records": 3}
+        >>> asyncio.run(store_stats(Counted())), asyncio.run(store_stats(object()))
+        ({'records': 3}, None)
+    """
+    if not isinstance(store, SupportsStats):
+        return None
+    stats = store.stats()
+    if inspect.isawaitable(stats):
+        stats = await stats
+    return {str(k): v for k, v in stats.items()}
+
+
+@runtime_checkable
+class SupportsCheckpoint(Protocol):
+    """A store with a write-ahead log that can be flushed on demand (SQLite).
+
+    Example:
+        >>> from memoryport import SupportsCheckpoint
+        >>> class Logged:
+        ...     def checkpoint(self) -> bool: return True
+        >>> isinstance(Logged(), SupportsCheckpoint)
+        True
+    """
+
+    def checkpoint(self) -> bool:
+        """Flush and truncate the log now; ``False`` when a reader blocks it."""
+        ...
+
+
+@runtime_checkable
+class SupportsCheckRecords(Protocol):
+    """A store with limits of its own beyond the guard's (e.g. Mem0's metadata keys).
+
+    :func:`~memoryport.copy_memories` calls it on every batch before writing
+    anything, so a copy that would fail half-way fails before it starts.
+
+    Example:
+        >>> from memoryport import SupportsCheckRecords
+        >>> class Picky:
+        ...     def check_records(self, records) -> None: ...
+        >>> isinstance(Picky(), SupportsCheckRecords)
+        True
+    """
+
+    def check_records(self, records: Sequence[MemoryRecord]) -> None:
+        """Raise :class:`~memoryport.InvalidInput` naming the first record the store would refuse."""
+        ...
+
+
+@runtime_checkable
+class SupportsSettle(Protocol):
+    """A store whose writes become searchable later (Zep processes episodes in the background).
+
+    The contract suite's ``settle`` hook calls it; hosts call it before a read
+    that must see a write just made.
+
+    Example:
+        >>> from memoryport import SupportsSettle
+        >>> class Eventual:
+        ...     async def settle(self) -> None: ...
+        >>> isinstance(Eventual(), SupportsSettle)
+        True
+    """
+
+    async def settle(self) -> None:
+        """Return once every write made so far is visible to search, get and export."""
         ...

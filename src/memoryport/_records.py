@@ -26,7 +26,7 @@ __all__ = [
     "MemoryScope",
     "MemoryUpdate",
     "MetadataValue",
-    "Signal",
+    "SearchMode",
     "new_id",
     "utcnow",
 ]
@@ -34,8 +34,8 @@ __all__ = [
 MetadataValue = Union[str, int, float, bool, None]
 """A metadata value: a JSON scalar."""
 
-Signal = Literal["keyword", "vector", "hybrid", "recent", "backend"]
-"""Which signal produced a hit."""
+SearchMode = Literal["keyword", "vector", "hybrid", "recent", "backend"]
+"""How a search ranked: a hit's ``signal`` and a search's ``mode`` (``"backend"``: the store's own ranking)."""
 
 
 def utcnow() -> datetime:
@@ -254,7 +254,7 @@ class MemoryRecord(_Model):
             bad = _bad_chars(key, allow_whitespace_controls=False)
             if bad:
                 raise ValueError(f"key must not contain {bad}")
-            _check_scalar(item, f"value of {key!r}")
+            check_scalar(item, f"value of {key!r}")
         return dict(value)
 
     @field_validator("created_at")
@@ -345,7 +345,7 @@ class MemoryUpdate(_Model):
         return record.model_copy(update=values)
 
 
-def _check_scalar(item: Any, what: str) -> None:
+def check_scalar(item: Any, what: str) -> None:
     if item is None or isinstance(item, bool):
         return
     if isinstance(item, int):
@@ -381,7 +381,7 @@ class MemoryHit(_Model):
 
     record: MemoryRecord
     score: float
-    signal: Signal = "backend"
+    signal: SearchMode = "backend"
 
     @field_validator("score")
     @classmethod

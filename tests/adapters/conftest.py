@@ -2,7 +2,7 @@
 
 mem0: the real ``mem0.Memory`` / ``mem0.AsyncMemory`` with qdrant in memory, a
 history database in a temporary folder, a dummy OpenAI key (the LLM is never
-called with ``infer=False``) and a small deterministic embedder (no torch).
+called with ``infer=False``, ``Mem0Memory(extract=False)``) and a small deterministic embedder (no torch).
 """
 
 from __future__ import annotations

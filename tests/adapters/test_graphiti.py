@@ -24,8 +24,8 @@ from graphiti_core.cross_encoder.client import CrossEncoderClient
 from graphiti_core.embedder.client import EmbedderClient
 from graphiti_core.llm_client.client import LLMClient
 
-from memoryport import BackendError, MemoryRecord, MemoryScope, UnsupportedCapability
-from memoryport.adapters.graphiti import GraphitiMemory, group_id_for
+from memoryport import BackendError, GuardedMemory, MemoryRecord, MemoryScope, UnsupportedCapability
+from memoryport.adapters.graphiti import GraphitiMemory, GraphitiStore, group_id_for
 
 pytestmark = pytest.mark.anyio
 
@@ -169,7 +169,7 @@ def graphiti_llm() -> RaisingLLM:
 
 
 @pytest.fixture
-async def graphiti_memory(graphiti_llm: RaisingLLM) -> AsyncIterator[GraphitiMemory]:
+async def graphiti_memory(graphiti_llm: RaisingLLM) -> AsyncIterator[GuardedMemory[GraphitiStore]]:
     memory = GraphitiMemory(await kuzu_graphiti(graphiti_llm))
     yield memory
     await memory.aclose()
@@ -180,8 +180,8 @@ def rec(user: str, text: str, **kw: object) -> MemoryRecord:
     return MemoryRecord(scope=MemoryScope(user_id=user), text=text, **kw)  # type: ignore[arg-type]
 
 
-async def raw_group_count(memory: GraphitiMemory, group: str) -> int:
-    records, _, _ = await memory.graphiti.driver.execute_query(
+async def raw_group_count(memory: GuardedMemory[GraphitiStore], group: str) -> int:
+    records, _, _ = await memory.store.client.driver.execute_query(
         "MATCH (n) WHERE n.group_id = $g RETURN count(n) AS c", g=group
     )
     return int(records[0]["c"])
@@ -191,14 +191,14 @@ def test_group_id_is_a_hash_graphiti_accepts() -> None:
     from graphiti_core.helpers import validate_group_id
 
     gid = group_id_for("ann@example.com")
-    assert gid.startswith("mp_") and "ann" not in gid and len(gid) == 3 + 64
+    assert gid.startswith("mp-") and "ann" not in gid and len(gid) == 3 + 64
     assert validate_group_id(gid)
     assert group_id_for("ann@example.com") == gid != group_id_for("ben@example.com")
     keyed = group_id_for("ann@example.com", hash_key="secret")
     assert keyed != gid and validate_group_id(keyed)
 
 
-async def test_round_trip_keeps_id_text_and_utc_time(graphiti_memory: GraphitiMemory) -> None:
+async def test_round_trip_keeps_id_text_and_utc_time(graphiti_memory: GuardedMemory[GraphitiStore]) -> None:
     ann = MemoryScope(user_id="ann")
     when = datetime(2024, 5, 1, 10, 0, tzinfo=timezone.utc)
     [rid] = await graphiti_memory.add([rec("ann", "Ann likes green tea", id="r-1", created_at=when)])
@@ -211,7 +211,7 @@ async def test_round_trip_keeps_id_text_and_utc_time(graphiti_memory: GraphitiMe
     assert exported == got
 
 
-async def test_search_scores_and_isolation(graphiti_memory: GraphitiMemory) -> None:
+async def test_search_scores_and_isolation(graphiti_memory: GuardedMemory[GraphitiStore]) -> None:
     ann, ben = MemoryScope(user_id="ann"), MemoryScope(user_id="ben")
     await graphiti_memory.add(
         [rec("ann", "Ann likes green tea"), rec("ann", "Ann lives in Lisbon"), rec("ben", "Ben likes green tea too")]
@@ -226,7 +226,7 @@ async def test_search_scores_and_isolation(graphiti_memory: GraphitiMemory) -> N
     assert graphiti_memory.dropped_out_of_scope == 0
 
 
-async def test_empty_query_lists_newest_first(graphiti_memory: GraphitiMemory) -> None:
+async def test_empty_query_lists_newest_first(graphiti_memory: GuardedMemory[GraphitiStore]) -> None:
     ann = MemoryScope(user_id="ann")
     base = datetime(2024, 1, 1, tzinfo=timezone.utc)
     await graphiti_memory.add([rec("ann", f"note {i}", created_at=base + timedelta(days=i)) for i in range(4)])
@@ -234,7 +234,7 @@ async def test_empty_query_lists_newest_first(graphiti_memory: GraphitiMemory) -
     assert [h.record.text for h in hits] == ["note 3", "note 2"]
 
 
-async def test_delete_by_id_and_erase_user(graphiti_memory: GraphitiMemory) -> None:
+async def test_delete_by_id_and_erase_user(graphiti_memory: GuardedMemory[GraphitiStore]) -> None:
     ann, ben = MemoryScope(user_id="ann"), MemoryScope(user_id="ben")
     ids = await graphiti_memory.add([rec("ann", "Ann likes green tea"), rec("ann", "Ann lives in Lisbon")])
     await graphiti_memory.add([rec("ben", "Ben likes coffee")])
@@ -244,20 +244,20 @@ async def test_delete_by_id_and_erase_user(graphiti_memory: GraphitiMemory) -> N
     assert await graphiti_memory.delete([ids[1]], scope=ben) == 0  # another user's id is not theirs to delete
     assert await graphiti_memory.delete(scope=ann) == 1
     assert await graphiti_memory.export(ann) == []
-    assert await raw_group_count(graphiti_memory, graphiti_memory.group_id(ann)) == 0
+    assert await raw_group_count(graphiti_memory, graphiti_memory.store.group_id(ann)) == 0
     assert [r.text for r in await graphiti_memory.export(ben)] == ["Ben likes coffee"]
     assert await graphiti_memory.delete(scope=ann) == 0  # an empty group is not an error
 
 
-async def test_deleting_the_last_text_leaves_nothing_of_the_user(graphiti_memory: GraphitiMemory) -> None:
+async def test_deleting_the_last_text_leaves_nothing_of_the_user(graphiti_memory: GuardedMemory[GraphitiStore]) -> None:
     ann = MemoryScope(user_id="ann")
     [rid] = await graphiti_memory.add([rec("ann", "Ann likes green tea")])
     assert await graphiti_memory.delete([rid], scope=ann) == 1
-    assert await raw_group_count(graphiti_memory, graphiti_memory.group_id(ann)) == 0
+    assert await raw_group_count(graphiti_memory, graphiti_memory.store.group_id(ann)) == 0
 
 
 async def test_export_pages_through_large_groups(
-    graphiti_memory: GraphitiMemory, monkeypatch: pytest.MonkeyPatch
+    graphiti_memory: GuardedMemory[GraphitiStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import memoryport.adapters.graphiti as mod
 
@@ -267,7 +267,7 @@ async def test_export_pages_through_large_groups(
     assert sorted(r.id for r in await graphiti_memory.export(ann)) == sorted(ids)  # type: ignore[type-var]
 
 
-async def test_user_only_capabilities_are_refused(graphiti_memory: GraphitiMemory) -> None:
+async def test_user_only_capabilities_are_refused(graphiti_memory: GuardedMemory[GraphitiStore]) -> None:
     with pytest.raises(UnsupportedCapability):
         await graphiti_memory.add([MemoryRecord(scope=MemoryScope(user_id="ann", session_id="s"), text="x")])
     with pytest.raises(UnsupportedCapability):
@@ -286,10 +286,10 @@ async def test_failing_embedder_stores_nothing() -> None:
         await memory.add([rec("ann", "Ann likes green tea")])
     assert isinstance(info.value.__cause__, RuntimeError)
     assert "green tea" not in str(info.value)
-    assert await raw_group_count(memory, memory.group_id(MemoryScope(user_id="ann"))) == 0
+    assert await raw_group_count(memory, memory.store.group_id(MemoryScope(user_id="ann"))) == 0
 
 
-async def test_a_stored_id_is_refused_and_nothing_is_written(graphiti_memory: GraphitiMemory) -> None:
+async def test_a_stored_id_is_refused_and_nothing_is_written(graphiti_memory: GuardedMemory[GraphitiStore]) -> None:
     from memoryport import InvalidInput
 
     ann, ben = MemoryScope(user_id="ann"), MemoryScope(user_id="ben")
@@ -306,7 +306,7 @@ async def test_a_stored_id_is_refused_and_nothing_is_written(graphiti_memory: Gr
 
 
 async def test_a_write_failing_midway_leaves_nothing(
-    graphiti_memory: GraphitiMemory, monkeypatch: pytest.MonkeyPatch
+    graphiti_memory: GuardedMemory[GraphitiStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import memoryport.adapters.graphiti as mod
 
@@ -334,13 +334,13 @@ def test_needs_a_graphiti_instance() -> None:
         GraphitiMemory(object())
 
 
-async def test_bad_group_prefix_is_refused() -> None:
+async def test_bad_id_prefix_is_refused() -> None:
     from memoryport import UsageError
 
     graphiti = await kuzu_graphiti(RaisingLLM())
     for bad in ("", "mp:", "ü"):
-        with pytest.raises(UsageError, match="group_prefix"):
-            GraphitiMemory(graphiti, group_prefix=bad)
+        with pytest.raises(UsageError, match="id_prefix"):
+            GraphitiMemory(graphiti, id_prefix=bad)
 
 
 async def test_extract_true_runs_add_episode_with_the_llm() -> None:
@@ -404,9 +404,9 @@ class TestGraphitiContract(MemoryContract):
     export_records = 600
 
     @pytest.fixture
-    async def memory(self) -> AsyncIterator[GraphitiMemory]:
+    async def memory(self) -> AsyncIterator[GuardedMemory[GraphitiStore]]:
         llm = RaisingLLM()
-        memory = GraphitiMemory(await kuzu_graphiti(llm))
+        memory = GuardedMemory(GraphitiStore(await kuzu_graphiti(llm)))
         yield memory
         await memory.aclose()
         assert llm.calls == [], "the default (verbatim) path must never call the LLM"

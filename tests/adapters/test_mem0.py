@@ -19,6 +19,7 @@ pytest.importorskip("mem0")
 
 from memoryport import (
     BackendError,
+    GuardedMemory,
     InvalidInput,
     Mem0Memory,
     MemoryRecord,
@@ -26,6 +27,7 @@ from memoryport import (
     UsageError,
 )
 from memoryport._port import Capability
+from memoryport.adapters.mem0 import Mem0Store
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +38,7 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-async def memory(mem0_client: Any) -> AsyncIterator[Mem0Memory]:
+async def memory(mem0_client: Any) -> AsyncIterator[GuardedMemory[Mem0Store]]:
     m = Mem0Memory(mem0_client)
     yield m
     await m.aclose()
@@ -51,7 +53,7 @@ def history_texts(client: Any) -> list[str]:
     return [t for row in rows for t in row if t]
 
 
-async def test_round_trip_keeps_text_metadata_and_times(memory: Mem0Memory) -> None:
+async def test_round_trip_keeps_text_metadata_and_times(memory: GuardedMemory[Mem0Store]) -> None:
     ann = MemoryScope(user_id=fresh(), session_id=fresh("s"), agent_id=fresh("a"))
     created = datetime(2021, 3, 4, 5, 6, 7, 891011, tzinfo=timezone.utc)
     expires = datetime.now(timezone.utc) + timedelta(days=3)
@@ -72,7 +74,7 @@ async def test_round_trip_keeps_text_metadata_and_times(memory: Mem0Memory) -> N
     assert exported == got
 
 
-async def test_capabilities(memory: Mem0Memory) -> None:
+async def test_capabilities(memory: GuardedMemory[Mem0Store]) -> None:
     assert Capability.SESSION_SCOPE in memory.capabilities
     assert Capability.AGENT_SCOPE in memory.capabilities
     assert Capability.EXPIRY in memory.capabilities
@@ -80,7 +82,7 @@ async def test_capabilities(memory: Mem0Memory) -> None:
     assert Capability.KEYWORD_SEARCH not in memory.capabilities
 
 
-async def test_user_scope_sees_own_sessions_and_agents_only(memory: Mem0Memory) -> None:
+async def test_user_scope_sees_own_sessions_and_agents_only(memory: GuardedMemory[Mem0Store]) -> None:
     ann, ben, agent = fresh(), fresh(), fresh("a")
     await memory.add(
         [
@@ -105,7 +107,7 @@ async def test_user_scope_sees_own_sessions_and_agents_only(memory: Mem0Memory) 
     assert memory.dropped_out_of_scope == 0
 
 
-async def test_userless_scope_search_overfetches_to_return_k(memory: Mem0Memory) -> None:
+async def test_userless_scope_search_overfetches_to_return_k(memory: GuardedMemory[Mem0Store]) -> None:
     agent = fresh("a")
     crowd = [
         MemoryRecord(scope=MemoryScope(user_id=fresh(), agent_id=agent), text=f"coffee note {i}") for i in range(12)
@@ -116,7 +118,7 @@ async def test_userless_scope_search_overfetches_to_return_k(memory: Mem0Memory)
     assert sorted(h.record.text for h in hits) == ["coffee agent 0", "coffee agent 1", "coffee agent 2"]
 
 
-async def test_search_ranks_and_honours_k(memory: Mem0Memory) -> None:
+async def test_search_ranks_and_honours_k(memory: GuardedMemory[Mem0Store]) -> None:
     ann = MemoryScope(user_id=fresh())
     await memory.add(
         [MemoryRecord(scope=ann, text=t) for t in ("green tea", "black coffee", "green tea leaves", "rain")]
@@ -129,7 +131,7 @@ async def test_search_ranks_and_honours_k(memory: Mem0Memory) -> None:
     assert len(await memory.search("green tea", scope=ann, k=4)) == 4
 
 
-async def test_empty_query_lists_newest_first(memory: Mem0Memory) -> None:
+async def test_empty_query_lists_newest_first(memory: GuardedMemory[Mem0Store]) -> None:
     ann = MemoryScope(user_id=fresh())
     base = datetime(2022, 1, 1, tzinfo=timezone.utc)
     await memory.add([MemoryRecord(scope=ann, text=f"t{i}", created_at=base + timedelta(days=i)) for i in (2, 0, 3, 1)])
@@ -137,7 +139,7 @@ async def test_empty_query_lists_newest_first(memory: Mem0Memory) -> None:
     assert [h.record.text for h in hits] == ["t3", "t2", "t1"]
 
 
-async def test_filters_match_exactly_by_type(memory: Mem0Memory) -> None:
+async def test_filters_match_exactly_by_type(memory: GuardedMemory[Mem0Store]) -> None:
     ann = MemoryScope(user_id=fresh())
     rows = {
         "a": {"v": 1},
@@ -166,7 +168,7 @@ async def test_filters_match_exactly_by_type(memory: Mem0Memory) -> None:
     assert [h.record.text for h in recent] == ["note c"]
 
 
-async def test_filter_keys_that_look_like_syntax(memory: Mem0Memory) -> None:
+async def test_filter_keys_that_look_like_syntax(memory: GuardedMemory[Mem0Store]) -> None:
     ann = MemoryScope(user_id=fresh())
     odd = {"a.b": "dot", "OR": "x", "list[]": "y", "ünï cödé": "z", "$and": "w"}
     await memory.add([MemoryRecord(scope=ann, text="odd keys", metadata=odd), MemoryRecord(scope=ann, text="plain")])
@@ -176,7 +178,7 @@ async def test_filter_keys_that_look_like_syntax(memory: Mem0Memory) -> None:
         assert hits[0].record.metadata == odd
 
 
-async def test_get_is_scoped(memory: Mem0Memory) -> None:
+async def test_get_is_scoped(memory: GuardedMemory[Mem0Store]) -> None:
     ann, ben = MemoryScope(user_id=fresh()), MemoryScope(user_id=fresh())
     [rid] = await memory.add([MemoryRecord(scope=MemoryScope(user_id=ann.user_id, session_id="s1"), text="x")])
     assert (await memory.get(rid, scope=ann)) is not None
@@ -186,7 +188,7 @@ async def test_get_is_scoped(memory: Mem0Memory) -> None:
     assert (await memory.get(str(uuid.uuid4()), scope=ann)) is None
 
 
-async def test_ids_with_whitespace_and_percent_round_trip(memory: Mem0Memory) -> None:
+async def test_ids_with_whitespace_and_percent_round_trip(memory: GuardedMemory[Mem0Store]) -> None:
     odd = MemoryScope(user_id=f"Ann Smith {uuid.uuid4().hex[:6]}", session_id="chat 1%20")
     plain = MemoryScope(user_id=odd.user_id.replace(" ", "%20") if odd.user_id else None, session_id="chat%201%20")
     await memory.add([MemoryRecord(scope=odd, text="odd ids"), MemoryRecord(scope=plain, text="escaped lookalike")])
@@ -196,7 +198,7 @@ async def test_ids_with_whitespace_and_percent_round_trip(memory: Mem0Memory) ->
     assert other.text == "escaped lookalike"
 
 
-async def test_reserved_metadata_is_refused_before_writing(memory: Mem0Memory) -> None:
+async def test_reserved_metadata_is_refused_before_writing(memory: GuardedMemory[Mem0Store]) -> None:
     ann = MemoryScope(user_id=fresh())
     with pytest.raises(InvalidInput) as info:
         await memory.add(
@@ -220,7 +222,7 @@ async def test_failed_batch_leaves_nothing(mem0_client: Any) -> None:
     assert not {"kept one", "kept two"} & set(history_texts(mem0_client))
 
 
-async def test_delete_ids_only_within_scope(memory: Mem0Memory, mem0_client: Any) -> None:
+async def test_delete_ids_only_within_scope(memory: GuardedMemory[Mem0Store], mem0_client: Any) -> None:
     ann, ben = MemoryScope(user_id=fresh()), MemoryScope(user_id=fresh())
     a1, a2 = await memory.add([MemoryRecord(scope=ann, text="ann one"), MemoryRecord(scope=ann, text="ann two")])
     [b1] = await memory.add([MemoryRecord(scope=ben, text="ben one")])
@@ -272,7 +274,7 @@ async def test_export_refuses_to_truncate(mem0_client: Any) -> None:
         await memory.delete(scope=ann)
 
 
-async def test_expired_records_are_hidden(memory: Mem0Memory) -> None:
+async def test_expired_records_are_hidden(memory: GuardedMemory[Mem0Store]) -> None:
     ann = MemoryScope(user_id=fresh())
     past = datetime.now(timezone.utc) - timedelta(days=2)
     [rid, live] = await memory.add(
@@ -397,7 +399,7 @@ def _shape(records: list[MemoryRecord]) -> list[tuple[Any, ...]]:
     return sorted((r.text, r.scope, r.metadata, r.created_at, r.expires_at) for r in records)
 
 
-async def _round_trip(first: Any, last: Any, memory: Mem0Memory) -> None:
+async def _round_trip(first: Any, last: Any, memory: GuardedMemory[Mem0Store]) -> None:
     from memoryport import copy_memories
 
     user = fresh()
@@ -412,11 +414,11 @@ async def _round_trip(first: Any, last: Any, memory: Mem0Memory) -> None:
     assert _shape(await last.export(scope)) == _shape(originals)
 
 
-async def test_copy_round_trip_callable_mem0_callable(memory: Mem0Memory) -> None:
+async def test_copy_round_trip_callable_mem0_callable(memory: GuardedMemory[Mem0Store]) -> None:
     await _round_trip(_whole_record_store(), _whole_record_store(), memory)
 
 
-async def test_copy_round_trip_sqlite_mem0_sqlite(memory: Mem0Memory, tmp_path: Path) -> None:
+async def test_copy_round_trip_sqlite_mem0_sqlite(memory: GuardedMemory[Mem0Store], tmp_path: Path) -> None:
     """SQLite -> Mem0 -> SQLite keeps texts, scopes, metadata and times."""
     from memoryport import SQLiteMemory as sqlite_memory
 
@@ -428,7 +430,7 @@ async def test_copy_round_trip_sqlite_mem0_sqlite(memory: Mem0Memory, tmp_path: 
         await last.aclose()
 
 
-async def test_copy_refuses_reserved_metadata_before_writing(memory: Mem0Memory) -> None:
+async def test_copy_refuses_reserved_metadata_before_writing(memory: GuardedMemory[Mem0Store]) -> None:
     from memoryport import copy_memories
 
     source = _whole_record_store()
@@ -447,7 +449,7 @@ async def test_copy_refuses_reserved_metadata_before_writing(memory: Mem0Memory)
 HOST_MEMORIES: dict[str, Any] = {}
 
 
-def host_mem0() -> Mem0Memory:
+def host_mem0() -> GuardedMemory[Mem0Store]:
     """What a host's ``module:factory`` looks like: builds its Mem0Memory from its own configuration."""
     return Mem0Memory(HOST_MEMORIES["mem0"])
 
@@ -497,8 +499,8 @@ async def test_purge_removes_expired_and_retained_out(tmp_path: Path, mem0_facto
     assert [r.text for r in await memory.export(ann)] == ["fresh text"]
 
 
-async def test_infer_true_with_a_scripted_llm_and_erase_clears_messages(tmp_path: Path, mem0_factory: Any) -> None:
-    """infer=True: mem0's LLM (scripted here) decides what is stored; erasure also clears its message log."""
+async def test_extract_true_with_a_scripted_llm_and_erase_clears_messages(tmp_path: Path, mem0_factory: Any) -> None:
+    """extract=True: mem0's LLM (scripted here) decides what is stored; erasure also clears its message log."""
     import json
 
     from mem0.llms.base import LLMBase
@@ -511,7 +513,7 @@ async def test_infer_true_with_a_scripted_llm_and_erase_clears_messages(tmp_path
 
     client = mem0_factory("sync", tmp_path / "h.db")
     client.llm = ScriptedLLM()
-    memory = Mem0Memory(client, infer=True)
+    memory = Mem0Memory(client, extract=True)
     ann = MemoryScope(user_id=fresh(), session_id="s1")
     ids = await memory.add(
         [MemoryRecord(scope=ann, text="I really do like my green tea"), MemoryRecord(scope=ann, text="hello there")]
@@ -528,12 +530,12 @@ async def test_infer_true_with_a_scripted_llm_and_erase_clears_messages(tmp_path
 
 
 async def test_delete_race_counts_only_what_this_call_removed(
-    memory: Mem0Memory, mem0_client: Any, caplog: pytest.LogCaptureFixture
+    memory: GuardedMemory[Mem0Store], mem0_client: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A record deleted by someone else between our read and our delete is not counted, and no error."""
     ann = MemoryScope(user_id=fresh())
     a, b = await memory.add([MemoryRecord(scope=ann, text="one"), MemoryRecord(scope=ann, text="two")])
-    store = memory.port
+    store = memory.store
     original = store.get  # type: ignore[attr-defined]
 
     async def get_then_vanish(id: str, *, scope: MemoryScope) -> Any:
@@ -549,12 +551,12 @@ async def test_delete_race_counts_only_what_this_call_removed(
     assert await memory.export(ann) == []
 
 
-async def test_reads_memories_other_code_wrote_natively(memory: Mem0Memory, mem0_client: Any) -> None:
+async def test_reads_memories_other_code_wrote_natively(memory: GuardedMemory[Mem0Store], mem0_client: Any) -> None:
     """Records added through mem0's own API (same store) come back as faithful MemoryRecords."""
     user = fresh()
 
     async def native(*args: Any, **kwargs: Any) -> Any:
-        if memory.port._async:  # type: ignore[attr-defined]
+        if memory.store._async:  # type: ignore[attr-defined]
             return await mem0_client.add(*args, **kwargs)
         return mem0_client.add(*args, **kwargs)
 

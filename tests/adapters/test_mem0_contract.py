@@ -12,7 +12,8 @@ contracts = pytest.importorskip("memoryport.contracts")
 if not hasattr(contracts, "MemoryContract"):
     pytest.skip("the contract suite is not on this branch yet", allow_module_level=True)
 
-from memoryport import Mem0Memory  # noqa: E402
+from memoryport import GuardedMemory  # noqa: E402
+from memoryport.adapters.mem0 import Mem0Store  # noqa: E402
 from memoryport.contracts import MemoryContract  # noqa: E402
 
 
@@ -20,7 +21,7 @@ class TestMem0Memory(MemoryContract):  # type: ignore[misc,valid-type]
     """Runs once on a sync ``mem0.Memory`` and once on an ``AsyncMemory`` (qdrant in memory)."""
 
     @pytest.fixture
-    async def memory(self, mem0_client: Any) -> AsyncIterator[Mem0Memory]:
-        m = Mem0Memory(mem0_client)
+    async def memory(self, mem0_client: Any) -> AsyncIterator[GuardedMemory[Mem0Store]]:
+        m = GuardedMemory(Mem0Store(mem0_client))  # certified exactly as a third party's store
         yield m
         await m.aclose()

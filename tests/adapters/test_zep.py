@@ -30,8 +30,16 @@ import httpx
 from zep_cloud import AsyncZep, Zep
 from zep_cloud.core.api_error import ApiError
 
-from memoryport import BackendError, InvalidInput, MemoryRecord, MemoryScope, UnsupportedCapability, UsageError
-from memoryport.adapters.zep import ZepMemory, zep_user_id_for
+from memoryport import (
+    BackendError,
+    GuardedMemory,
+    InvalidInput,
+    MemoryRecord,
+    MemoryScope,
+    UnsupportedCapability,
+    UsageError,
+)
+from memoryport.adapters.zep import ZepMemory, ZepStore, zep_user_id_for
 
 pytestmark = pytest.mark.anyio
 
@@ -363,7 +371,7 @@ def zep_fake() -> FakeZep:
 
 
 @pytest.fixture(params=["async", "sync"])
-async def zep_memory(request: pytest.FixtureRequest, zep_fake: FakeZep) -> AsyncIterator[ZepMemory]:
+async def zep_memory(request: pytest.FixtureRequest, zep_fake: FakeZep) -> AsyncIterator[GuardedMemory[ZepStore]]:
     client = async_client(zep_fake) if request.param == "async" else sync_client(zep_fake)
     memory = ZepMemory(client, poll_interval=0)
     yield memory
@@ -391,7 +399,9 @@ def test_zep_user_id_is_a_hash() -> None:
     )
 
 
-async def test_first_write_creates_the_user_and_round_trips(zep_memory: ZepMemory, zep_fake: FakeZep) -> None:
+async def test_first_write_creates_the_user_and_round_trips(
+    zep_memory: GuardedMemory[ZepStore], zep_fake: FakeZep,
+) -> None:
     when = datetime(2024, 5, 1, 10, 0, tzinfo=timezone.utc)
     [rid] = await zep_memory.add([rec("ann", "Ann likes green tea", id="r-1", created_at=when)])
     assert rid == "r-1"
@@ -423,7 +433,9 @@ async def test_first_write_creates_the_user_and_round_trips(zep_memory: ZepMemor
     assert len(zep_fake.calls("POST", "users/lookup")) == 1 and len(zep_fake.calls("POST", "users")) == 1
 
 
-async def test_search_after_add_sees_the_text_and_keeps_users_apart(zep_memory: ZepMemory, zep_fake: FakeZep) -> None:
+async def test_search_after_add_sees_the_text_and_keeps_users_apart(
+    zep_memory: GuardedMemory[ZepStore], zep_fake: FakeZep,
+) -> None:
     await zep_memory.add([rec("ann", "Ann likes green tea"), rec("ann", "Ann lives in Lisbon")])
     await zep_memory.add([rec("ben", "Ben likes green tea too")])
     hits = await zep_memory.search("green tea", scope=ANN, k=3)
@@ -437,7 +449,7 @@ async def test_search_after_add_sees_the_text_and_keeps_users_apart(zep_memory: 
     assert len(zep_fake.users) == 2  # reading for an unknown user creates nobody
 
 
-async def test_empty_query_lists_newest_by_our_creation_time(zep_memory: ZepMemory) -> None:
+async def test_empty_query_lists_newest_by_our_creation_time(zep_memory: GuardedMemory[ZepStore]) -> None:
     base = datetime(2024, 1, 1, tzinfo=timezone.utc)
     # Added out of order: Zep's own created_at would put them in insertion order.
     await zep_memory.add([rec("ann", f"note {i}", created_at=base + timedelta(days=i)) for i in (2, 0, 3, 1)])
@@ -450,14 +462,14 @@ async def test_wait_false_defers_to_settle(zep_fake: FakeZep) -> None:
     assert zep_fake.calls("GET", r"tasks/[^/]+") == []
     assert await memory.search("tea", scope=ANN) == []  # accepted, not yet indexed
     assert [r.text for r in await memory.export(ANN)] == ["Ann likes green tea"]  # the episode itself is readable
-    await memory.settle()
+    await memory.store.settle()
     assert [h.record.text for h in await memory.search("tea", scope=ANN)] == ["Ann likes green tea"]
-    await memory.settle()  # nothing pending: no more polls
+    await memory.store.settle()  # nothing pending: no more polls
     assert len(zep_fake.calls("GET", r"tasks/[^/]+")) == zep_fake.steps
     assert zep_fake.violations == []
 
 
-async def test_listing_follows_every_page(zep_memory: ZepMemory, zep_fake: FakeZep) -> None:
+async def test_listing_follows_every_page(zep_memory: GuardedMemory[ZepStore], zep_fake: FakeZep) -> None:
     zep_fake.max_page = 2
     ids = await zep_memory.add([rec("ann", f"green tea number {i}") for i in range(5)])
     before = len(zep_fake.calls("POST", r"graphs/[^/]+/episodes/list"))
@@ -469,7 +481,7 @@ async def test_listing_follows_every_page(zep_memory: ZepMemory, zep_fake: FakeZ
     assert len(zep_fake.calls("POST", r"graphs/[^/]+/search/episodes")) == 3
 
 
-async def test_large_k_reads_further_search_pages(zep_memory: ZepMemory, zep_fake: FakeZep) -> None:
+async def test_large_k_reads_further_search_pages(zep_memory: GuardedMemory[ZepStore], zep_fake: FakeZep) -> None:
     zep_fake.search_cap = 100
     await zep_memory.add([rec("ann", f"green tea number {i}") for i in range(60)])
     assert len(await zep_memory.search("green tea", scope=ANN, k=60)) == 60
@@ -477,7 +489,7 @@ async def test_large_k_reads_further_search_pages(zep_memory: ZepMemory, zep_fak
     assert pages == [{"page_size": "50"}, {"page_size": "50", "cursor": "50"}]
 
 
-async def test_get_absent_and_foreign_ids_is_none(zep_memory: ZepMemory, zep_fake: FakeZep) -> None:
+async def test_get_absent_and_foreign_ids_is_none(zep_memory: GuardedMemory[ZepStore], zep_fake: FakeZep) -> None:
     assert await zep_memory.get("nope", scope=ANN) is None  # no Zep user yet
     [rid] = await zep_memory.add([rec("ann", "Ann likes green tea")])
     assert await zep_memory.get("nope", scope=ANN) is None
@@ -489,14 +501,14 @@ async def test_get_absent_and_foreign_ids_is_none(zep_memory: ZepMemory, zep_fak
     assert await zep_memory.get(rid, scope=BEN) is None
     # An episode written into the user's graph by another tool is addressed by its uuid.
     user_uuid = next(u for u, x in zep_fake.users.items() if x["user_id"] == zep_user_id_for("ann"))
-    foreign = zep_memory.client.graph.episode.add(user_uuid, data="from elsewhere")
+    foreign = zep_memory.store.client.graph.episode.add(user_uuid, data="from elsewhere")
     if hasattr(foreign, "__await__"):
         foreign = await foreign
     got = await zep_memory.get(foreign.episode.uuid_, scope=ANN)
     assert got is not None and got.text == "from elsewhere" and got.id == foreign.episode.uuid_
 
 
-async def test_delete_ids_and_erase_user(zep_memory: ZepMemory, zep_fake: FakeZep) -> None:
+async def test_delete_ids_and_erase_user(zep_memory: GuardedMemory[ZepStore], zep_fake: FakeZep) -> None:
     ids = await zep_memory.add([rec("ann", "Ann likes green tea"), rec("ann", "Ann lives in Lisbon")])
     await zep_memory.add([rec("ben", "Ben likes coffee")])
     assert await zep_memory.delete([ids[0], "no-such-id"], scope=ANN) == 1
@@ -514,7 +526,9 @@ async def test_delete_ids_and_erase_user(zep_memory: ZepMemory, zep_fake: FakeZe
     assert [r.text for r in await zep_memory.export(ANN)] == ["Ann is back"]
 
 
-async def test_a_stored_id_is_refused_and_nothing_is_written(zep_memory: ZepMemory, zep_fake: FakeZep) -> None:
+async def test_a_stored_id_is_refused_and_nothing_is_written(
+    zep_memory: GuardedMemory[ZepStore], zep_fake: FakeZep,
+) -> None:
     await zep_memory.add([rec("ann", "Ann likes green tea", id="r-1")])
     posts = len(zep_fake.calls("POST", r"graphs/[^/]+/episodes"))
     with pytest.raises(InvalidInput) as info:
@@ -527,7 +541,9 @@ async def test_a_stored_id_is_refused_and_nothing_is_written(zep_memory: ZepMemo
     assert got is not None and got.text == "Ben's own r-1"
 
 
-async def test_concurrent_create_is_resolved_through_the_conflict(zep_memory: ZepMemory, zep_fake: FakeZep) -> None:
+async def test_concurrent_create_is_resolved_through_the_conflict(
+    zep_memory: GuardedMemory[ZepStore], zep_fake: FakeZep,
+) -> None:
     zep_fake.create_conflicts = 1
     await zep_memory.add([rec("ann", "Ann likes green tea")])
     assert len(zep_fake.users) == 1
@@ -535,7 +551,7 @@ async def test_concurrent_create_is_resolved_through_the_conflict(zep_memory: Ze
     assert [r.text for r in await zep_memory.export(ANN)] == ["Ann likes green tea"]
 
 
-async def test_user_deleted_elsewhere_is_recreated(zep_memory: ZepMemory, zep_fake: FakeZep) -> None:
+async def test_user_deleted_elsewhere_is_recreated(zep_memory: GuardedMemory[ZepStore], zep_fake: FakeZep) -> None:
     await zep_memory.add([rec("ann", "first")])
     zep_fake.users.clear()
     zep_fake.episodes.clear()
@@ -544,7 +560,7 @@ async def test_user_deleted_elsewhere_is_recreated(zep_memory: ZepMemory, zep_fa
 
 
 async def test_sdk_errors_become_backend_errors_and_batches_roll_back(
-    zep_memory: ZepMemory, zep_fake: FakeZep, caplog: pytest.LogCaptureFixture
+    zep_memory: GuardedMemory[ZepStore], zep_fake: FakeZep, caplog: pytest.LogCaptureFixture
 ) -> None:
     zep_fake.fail_adds_after = 1
     with caplog.at_level(logging.WARNING, logger="memoryport"), pytest.raises(BackendError) as info:
@@ -556,7 +572,7 @@ async def test_sdk_errors_become_backend_errors_and_batches_roll_back(
     assert await zep_memory.export(ANN) == []  # the first episode of the batch was deleted again
 
 
-async def test_failed_task_fails_the_add_and_rolls_back(zep_memory: ZepMemory, zep_fake: FakeZep) -> None:
+async def test_failed_task_fails_the_add_and_rolls_back(zep_memory: GuardedMemory[ZepStore], zep_fake: FakeZep) -> None:
     zep_fake.fail_next_task = True
     with pytest.raises(BackendError, match="failed add task"):
         await zep_memory.add([rec("ann", "Ann likes green tea")])
@@ -596,7 +612,7 @@ async def test_bad_key_is_a_backend_error(zep_fake: FakeZep) -> None:
     assert info.value.__cause__ is not None and "401" in str(info.value)
 
 
-async def test_user_only_capabilities_are_refused(zep_memory: ZepMemory, zep_fake: FakeZep) -> None:
+async def test_user_only_capabilities_are_refused(zep_memory: GuardedMemory[ZepStore], zep_fake: FakeZep) -> None:
     with pytest.raises(UnsupportedCapability):
         await zep_memory.add([MemoryRecord(scope=MemoryScope(user_id="ann", session_id="s"), text="x")])
     with pytest.raises(UnsupportedCapability):
@@ -614,7 +630,7 @@ def test_needs_a_zep_client() -> None:
     with pytest.raises(UsageError, match=r"zep_cloud\.Zep"):
         ZepMemory(object())
     fake = FakeZep()
-    for bad in ({"user_prefix": ""}, {"user_prefix": "x" * 401}, {"concurrency": 0}, {"wait_timeout": 0}):
+    for bad in ({"id_prefix": ""}, {"id_prefix": "x" * 401}, {"concurrency": 0}, {"wait_timeout": 0}):
         with pytest.raises(UsageError):
             ZepMemory(async_client(fake), **bad)
 
@@ -661,7 +677,7 @@ async def test_wait_false_erase_then_write_does_not_lose_the_write(zep_fake: Fak
     await memory.add([rec("ann", "old text")])
     await memory.delete(scope=ANN)
     await memory.add([rec("ann", "new text")])  # waits for the pending erase first
-    await memory.settle()
+    await memory.store.settle()
     zep_fake.run_all_tasks()
     assert [r.text for r in await memory.export(ANN)] == ["new text"]
     assert zep_fake.violations == []
@@ -680,24 +696,21 @@ class TestZepContract(MemoryContract):
     """
 
     @pytest.fixture
-    async def memory(self) -> AsyncIterator[ZepMemory]:
+    async def memory(self) -> AsyncIterator[GuardedMemory[ZepStore]]:
         fake = FakeZep()
-        memory = ZepMemory(async_client(fake), wait=False, poll_interval=0)
+        memory = GuardedMemory(ZepStore(async_client(fake), wait=False, poll_interval=0))
         yield memory
         await memory.aclose()
         assert fake.violations == []
-
-    async def settle(self, memory: Any) -> None:
-        await memory.settle()
 
 
 class TestZepBlockingClientContract(MemoryContract):
     """The suite again with the blocking ``Zep`` client and the default ``wait=True``: no settle needed."""
 
     @pytest.fixture
-    async def memory(self) -> AsyncIterator[ZepMemory]:
+    async def memory(self) -> AsyncIterator[GuardedMemory[ZepStore]]:
         fake = FakeZep()
-        memory = ZepMemory(sync_client(fake), poll_interval=0)
+        memory = GuardedMemory(ZepStore(sync_client(fake), poll_interval=0))
         yield memory
         await memory.aclose()
         assert fake.violations == []

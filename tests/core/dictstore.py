@@ -1,15 +1,18 @@
-"""The reference store: plain dicts behind the port, plus three deliberately broken variants."""
+"""The reference store (memoryport.testing.InMemoryStore) as the suite's "dict", plus deliberately broken variants."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from memoryport import Capability, MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate
 from memoryport._filters import matches as filter_matches
 from memoryport._records import utcnow
+from memoryport.testing import InMemoryStore
+
+T = TypeVar("T")
 
 ALL = frozenset(Capability) - {Capability.VECTOR_SEARCH}
 
@@ -26,116 +29,26 @@ def in_range(record: MemoryRecord, since: datetime | None, until: datetime | Non
     return (since is None or record.created_at >= since) and (until is None or record.created_at < until)
 
 
-class DictStore:
-    """A correct MemoryPort over a dict: what the contract suite certifies."""
+class DictStore(InMemoryStore):
+    """The public reference store, named "dict": what the suite certifies (the broken ones below subclass it)."""
 
-    name = "dict"
+    name = "dict"  # each broken variant below names itself
 
     def __init__(self, capabilities: frozenset[Capability] = ALL) -> None:
-        self.rows: dict[str, MemoryRecord] = {}
-        self.capabilities = capabilities
+        super().__init__(capabilities=capabilities, name=type(self).name)
 
     def _in(self, scope: MemoryScope) -> list[MemoryRecord]:
-        return [r for r in self.rows.values() if scope.covers(r.scope)]
+        return self.in_scope(scope)
 
-    async def add(self, records: Sequence[MemoryRecord]) -> list[str]:
-        self.rows.update({r.id: r for r in records if r.id is not None})
-        return [r.id for r in records if r.id is not None]
 
-    def rank(self, query: str, candidates: list[MemoryRecord], k: int) -> list[MemoryHit]:
-        if not query.strip():
-            newest = sorted(candidates, key=lambda r: r.created_at, reverse=True)[:k]
-            return [MemoryHit(record=r, score=0.0, signal="recent") for r in newest]
-        wanted = words(query)
-        scored = [(len(wanted & words(r.text)) / max(1, len(wanted)), r) for r in candidates]
-        scored = [(s, r) for s, r in scored if s > 0]
-        scored.sort(key=lambda p: (p[0], p[1].created_at), reverse=True)
-        return [MemoryHit(record=r, score=s, signal="keyword") for s, r in scored[:k]]
-
-    async def search(
-        self,
-        query: str,
-        *,
-        scope: MemoryScope,
-        k: int,
-        filters: Mapping[str, Any] | None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-    ) -> list[MemoryHit]:
-        return self.rank(
-            query, [r for r in self._in(scope) if matches(r, filters) and in_range(r, since, until)], k
-        )
-
-    async def update(self, changes: Sequence[MemoryUpdate], *, scope: MemoryScope) -> list[str]:
-        return self.run_update(changes, scope)
-
-    def run_update(self, changes: Sequence[MemoryUpdate], scope: MemoryScope) -> list[str]:
-        now = utcnow()
-        done: list[str] = []
-        for change in changes:
-            record = self.rows.get(change.id)
-            if record is None or not scope.covers(record.scope) or record.is_expired(now):
-                continue
-            self.rows[change.id] = self.updated(change, record, now)
-            done.append(change.id)
-        return done
-
-    def updated(self, change: MemoryUpdate, record: MemoryRecord, now: datetime) -> MemoryRecord:
-        return change.apply(record, now)
-
-    async def count(
-        self,
-        scope: MemoryScope,
-        *,
-        filters: Mapping[str, Any] | None,
-        since: datetime | None,
-        until: datetime | None,
-    ) -> int:
-        return self.run_count(scope, filters, since, until)
-
-    def run_count(
-        self,
-        scope: MemoryScope,
-        filters: Mapping[str, Any] | None,
-        since: datetime | None,
-        until: datetime | None,
-    ) -> int:
-        now = utcnow()
-        return sum(
-            1
-            for r in self._in(scope)
-            if not r.is_expired(now) and matches(r, filters) and in_range(r, since, until)
-        )
-
-    async def get(self, id: str, *, scope: MemoryScope) -> MemoryRecord | None:
-        record = self.rows.get(id)
-        return record if record is not None and scope.covers(record.scope) else None
-
-    def doomed(self, ids: Sequence[str] | None, scope: MemoryScope) -> list[str]:
-        if ids is None:
-            return [r.id for r in self._in(scope) if r.id is not None]
-        return [i for i in ids if i in self.rows and scope.covers(self.rows[i].scope)]
-
-    async def delete(self, ids: Sequence[str] | None, *, scope: MemoryScope) -> int:
-        doomed = self.doomed(ids, scope)
-        for record_id in doomed:
-            del self.rows[record_id]
-        return len(doomed)
-
-    async def export(
-        self, scope: MemoryScope, *, since: datetime | None = None, until: datetime | None = None
-    ) -> list[MemoryRecord]:
-        return [r for r in self._in(scope) if in_range(r, since, until)]
-
-    async def purge(self, *, now: datetime, created_before: datetime | None) -> int:
-        doomed = [
-            i
-            for i, r in self.rows.items()
-            if r.is_expired(now) or (created_before is not None and r.created_at < created_before)
-        ]
-        for record_id in doomed:
-            del self.rows[record_id]
-        return len(doomed)
+def _done(coro: Coroutine[Any, Any, T]) -> T:
+    """The result of a coroutine that never waits (the store's methods), from sync code."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    coro.close()
+    raise RuntimeError("the coroutine waited")
 
 
 class LeakySearchStore(DictStore):
@@ -220,12 +133,12 @@ def functions(store: DictStore, *, asynchronous: bool) -> dict[str, Any]:
         return [r for r in store._in(scope) if in_range(r, since, until)]
 
     def update(changes: list[MemoryUpdate], scope: MemoryScope) -> list[str]:
-        return store.run_update(changes, scope)
+        return _done(store.update(changes, scope=scope))
 
     def count(
         scope: MemoryScope, filters: Mapping[str, Any] | None, since: datetime | None, until: datetime | None
     ) -> int:
-        return store.run_count(scope, filters, since, until)
+        return _done(store.count(scope, filters=filters, since=since, until=until))
 
     def purge(now: datetime, created_before: datetime | None) -> int:
         doomed = [

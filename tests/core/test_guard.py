@@ -112,7 +112,8 @@ async def test_empty_filters_need_no_capability() -> None:
 def test_user_only() -> None:
     assert GuardedMemory(Spy(frozenset({Capability.GET}))).user_only
     assert not GuardedMemory(Spy()).user_only
-    assert repr(GuardedMemory(Spy())) == "GuardedMemory(backend='spy')"
+    spy = Spy()
+    assert repr(GuardedMemory(spy)) == f"GuardedMemory({spy!r})"
 
 
 # -- the way out: scope, expiry, retention -----------------------------------------

@@ -43,7 +43,7 @@ async def test_refuses_a_backend_without_update_early() -> None:
 
 async def test_refuses_what_is_not_a_guard(memory: GuardedMemory) -> None:
     with pytest.raises(UsageError, match="GuardedMemory"):
-        AgentMemory(memory.port)  # type: ignore[arg-type]
+        AgentMemory(memory.store)  # type: ignore[arg-type]
 
 
 async def test_stats_without_count_refuses_naming_it() -> None:
@@ -551,3 +551,54 @@ async def test_a_failing_embedder_stores_nothing(memory: GuardedMemory) -> None:
     with pytest.raises(EmbeddingError):
         await m.remember("Ann likes green tea a lot", scope=ANN)
     assert len(await memory.export(ANN)) == 1
+
+
+def test_blocking_twins_work_outside_a_loop(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from memoryport import SQLiteMemory
+
+    m = AgentMemory(SQLiteMemory(Path(str(tmp_path)) / "sync.db"))
+    try:
+        r = m.remember_sync("Ann likes green tea", scope=ANN, kind="preference")
+        [again] = m.remember_many_sync([NewMemory("Ann likes green tea!")], scope=ANN)
+        assert again.id == r.id and again.action == "updated"
+        assert [i.id for i in m.recall_sync("green tea", scope=ANN)] == [r.id]
+        assert m.get_sync(r.id, scope=ANN) is not None
+        new = m.update_sync(r.id, text="Ann likes jasmine tea", keep_history=True, scope=ANN)
+        assert new is not None and [i.id for i in m.list_memories_sync(scope=ANN)] == [new.id]
+        assert m.reinforce_sync([new.id], "negative", scope=ANN)[0].importance < 0.8
+        assert m.stats_sync(scope=ANN, months=1).total == 2
+        assert m.evict_sync(scope=ANN).items == () and m.decay_sync(scope=ANN).changed == ()
+        due = m.remember_sync("Call mum", scope=ANN, due_at=utcnow() + timedelta(hours=1))
+        assert [i.id for i in m.upcoming_sync(scope=ANN)] == [due.id]
+        assert m.mark_done_sync([due.id], scope=ANN) == [due.id] and m.upcoming_sync(scope=ANN) == []
+        assert m.forget_sync("jasmine tea", scope=ANN).ids == [new.id, r.id]
+        assert m.delete_sync([new.id], scope=ANN) == 2
+    finally:
+        m.close()
+
+
+async def test_copy_to_another_backend_keeps_kinds_and_lineage(memory: GuardedMemory, tmp_path: object) -> None:
+    from pathlib import Path
+
+    from memoryport import SQLiteMemory, copy_memories
+
+    m = agent(memory)
+    old = await m.remember("Ann lives in Paris", scope=ANN, kind="fact", entities=["Ann"], importance=0.7)
+    new = await m.update(old.id, text="Ann lives in Lyon", keep_history=True, scope=ANN)
+    assert new is not None
+    target = SQLiteMemory(Path(str(tmp_path)) / "copy.db")
+    try:
+        report = await copy_memories(memory, target, ANN)
+        copied = AgentMemory(target)
+        assert set(await copied.relink(report.ids, scope=ANN)) == {report.ids[old.id], report.ids[new.id]}
+        [current] = await copied.recall("Ann lives", scope=ANN, reinforce=False)
+        assert current.id == report.ids[new.id] and current.kind == "fact" and current.entities == ("ann",)
+        assert current.supersedes == report.ids[old.id]
+        assert [v.text for v in await copied.history(current.id, scope=ANN)] == [
+            "Ann lives in Lyon", "Ann lives in Paris"]
+        assert await copied.delete([current.id], scope=ANN) == 2
+        assert await target.export(ANN) == []
+    finally:
+        await target.aclose()

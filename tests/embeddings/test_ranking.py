@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memoryport import CallableEmbedder, MemoryRecord, MemoryScope
-from memoryport.adapters.sqlite import SQLiteMemory
+from memoryport import CallableEmbedder, GuardedMemory, MemoryRecord, MemoryScope
+from memoryport.adapters.sqlite import SQLiteMemory, SQLiteStore
 from memoryport.adapters.sqlite._fts import match_expression
 from memoryport.ranking import (
     STOPWORDS,
@@ -74,7 +74,7 @@ CONVERSATION = [
 ]
 
 
-def add_conversation(memory: SQLiteMemory, scope: MemoryScope = ANN) -> None:
+def add_conversation(memory: GuardedMemory[SQLiteStore], scope: MemoryScope = ANN) -> None:
     from datetime import datetime, timedelta, timezone
 
     start = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)

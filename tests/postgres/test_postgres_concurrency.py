@@ -69,7 +69,7 @@ async def test_processes_and_pools_lose_nothing_and_never_cross_users(pg: Server
     expected = {(p, t, b, i) for p in range(PROCS) for t in range(2) for b in range(BATCHES) for i in range(SIZE)}
     assert set(seen) == expected
     assert set(seen.values()) == {1}
-    stats = await first.stats()
+    stats = await first.store.stats()
     assert stats["records"] == len(expected) + 1
     await first.aclose()
 
@@ -161,10 +161,10 @@ async def test_a_write_losing_its_connection_in_flight_is_a_clear_error(pg: Serv
         async def kill() -> None:
             await _terminate_app_backends(pg)
 
-        memory.port._before_commit = kill  # type: ignore[attr-defined]
+        memory.store._before_commit = kill  # type: ignore[attr-defined]
         with pytest.raises(BackendError, match="committed whole or not at all"):
             await memory.add([MemoryRecord(scope=ann, text=f"batch {i}") for i in range(5)])
-        memory.port._before_commit = None  # type: ignore[attr-defined]
+        memory.store._before_commit = None  # type: ignore[attr-defined]
         assert [r.text for r in await memory.export(ann)] == ["first"]
         await memory.add([MemoryRecord(scope=ann, text="after")])
         assert [r.text for r in await memory.export(ann)] == ["first", "after"]

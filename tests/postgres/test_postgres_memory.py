@@ -13,6 +13,7 @@ import pytest
 
 from memoryport import (
     EmbedderMismatch,
+    GuardedMemory,
     InvalidInput,
     MemoryRecord,
     MemoryScope,
@@ -20,7 +21,7 @@ from memoryport import (
 )
 from memoryport._filters import matches
 from memoryport._records import MemoryUpdate
-from memoryport.adapters.postgres import SCHEMA_VERSION, PostgresMemory, migrate_dsn
+from memoryport.adapters.postgres import SCHEMA_VERSION, PostgresMemory, PostgresStore, migrate_dsn
 
 from .support import Server, bow_embedder, fresh_schema
 
@@ -31,13 +32,13 @@ BEN = MemoryScope(user_id="ben")
 
 
 @pytest.fixture
-async def memory(pg: Server) -> AsyncIterator[PostgresMemory]:
+async def memory(pg: Server) -> AsyncIterator[GuardedMemory[PostgresStore]]:
     m = PostgresMemory(pg.app_dsn, embedder=bow_embedder(), schema=fresh_schema(), pool_size=2)
     yield m
     await m.aclose()
 
 
-async def test_keyword_search_stems_ranks_and_takes_any_text(memory: PostgresMemory) -> None:
+async def test_keyword_search_stems_ranks_and_takes_any_text(memory: GuardedMemory[PostgresStore]) -> None:
     await memory.add(
         [
             MemoryRecord(scope=ANN, text="Ann drinks green tea every morning"),
@@ -64,7 +65,7 @@ async def test_keyword_only_mode_and_vector_mode(pg: Server) -> None:
         await m.aclose()
 
 
-async def test_update_changes_in_place_and_reindexes(memory: PostgresMemory) -> None:
+async def test_update_changes_in_place_and_reindexes(memory: GuardedMemory[PostgresStore]) -> None:
     [a, b] = await memory.add(
         [
             MemoryRecord(scope=ANN, text="Ann drinks green tea", metadata={"kind": "fact"}),
@@ -100,7 +101,7 @@ async def test_update_changes_in_place_and_reindexes(memory: PostgresMemory) -> 
     assert (await memory.get(b, scope=ANN)).expires_at is None  # type: ignore[union-attr]
 
 
-async def test_count_and_time_ranges(memory: PostgresMemory) -> None:
+async def test_count_and_time_ranges(memory: GuardedMemory[PostgresStore]) -> None:
     now = datetime.now(timezone.utc)
     records = [
         MemoryRecord(scope=ANN, text=f"day {d} note", created_at=now - timedelta(days=d), metadata={"d": d})
@@ -138,7 +139,7 @@ def _random_filter(rng: random.Random) -> dict[str, object]:
     return {key: {op: rng.choice(VALUES)}}
 
 
-async def test_filter_operators_agree_with_the_reference_semantics(memory: PostgresMemory) -> None:
+async def test_filter_operators_agree_with_the_reference_semantics(memory: GuardedMemory[PostgresStore]) -> None:
     """Every operator, on values of every JSON kind, selects exactly what memoryport's reference matcher selects."""
     rng = random.Random(14)
     records = []
@@ -213,7 +214,7 @@ async def test_embedder_mismatch_is_refused(pg: Server) -> None:
     await late.aclose()
 
 
-async def test_duplicate_ids_are_refused_whole(memory: PostgresMemory) -> None:
+async def test_duplicate_ids_are_refused_whole(memory: GuardedMemory[PostgresStore]) -> None:
     [first] = await memory.add([MemoryRecord(scope=ANN, text="one")])
     with pytest.raises(InvalidInput) as info:
         await memory.add([MemoryRecord(scope=BEN, text="two"), MemoryRecord(id=first, scope=BEN, text="three")])
@@ -235,19 +236,20 @@ async def test_bad_arguments_are_clear(pg: Server) -> None:
     await m.aclose()
 
 
-async def test_erasure_removes_rows_counts_and_index_entries(pg: Server, memory: PostgresMemory) -> None:
+async def test_erasure_removes_rows_counts_and_index_entries(pg: Server, memory: GuardedMemory[PostgresStore]) -> None:
     secret = "zanzibar-" + fresh_schema()
     await memory.add([MemoryRecord(scope=ANN, text=f"ann's {secret} code {i}") for i in range(20)])
     await memory.add([MemoryRecord(scope=BEN, text="ben stays")])
     assert await memory.delete(scope=ANN) == 20
-    await memory.vacuum(full=True)
+    await memory.store.vacuum(full=True)
     async with await psycopg.AsyncConnection.connect(pg.admin_dsn, autocommit=True) as admin:
-        cur = await admin.execute(f"SELECT count(*) FROM {memory.schema}.records WHERE text LIKE %s", (f"%{secret}%",))
+        schema = memory.store.schema
+        cur = await admin.execute(f"SELECT count(*) FROM {schema}.records WHERE text LIKE %s", (f"%{secret}%",))
         assert await cur.fetchone() == (0,)
-        cur = await admin.execute(f"SELECT tenant FROM {memory.schema}.tenants")
+        cur = await admin.execute(f"SELECT tenant FROM {memory.store.schema}.tenants")
         assert await cur.fetchall() == [("u:ben",)]
         # After VACUUM FULL no page of the table or its indexes holds the erased text.
-        cur = await admin.execute(f"SELECT count(*) FROM {memory.schema}.postings")
+        cur = await admin.execute(f"SELECT count(*) FROM {memory.store.schema}.postings")
         assert await cur.fetchone() == (2,)  # Ben's two stems: "ben", "stay"
         files = []
         for table in ("records", "postings"):
@@ -256,7 +258,7 @@ async def test_erasure_removes_rows_counts_and_index_entries(pg: Server, memory:
                 "WHERE c.oid = %s::regclass "
                 "OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = %s::regclass) "
                 "OR c.oid = (SELECT reltoastrelid FROM pg_class WHERE oid = %s::regclass)",
-                (f"{memory.schema}.{table}",) * 3,
+                (f"{memory.store.schema}.{table}",) * 3,
             )
             files += [str(r[0]) for r in await cur.fetchall()]
     assert len(files) >= 6
@@ -279,7 +281,7 @@ async def test_retention_hides_and_purge_removes(pg: Server) -> None:
     assert [h.record.text for h in await m.search("tea", scope=ANN)] == ["new tea"]
     assert await m.count(ANN) == 1
     assert await m.purge() == 1
-    stats = await m.stats()
+    stats = await m.store.stats()
     assert stats["records"] == 1 and stats["rls_enforced"] is True
     await m.aclose()
 
@@ -351,8 +353,8 @@ async def test_hnsw_index_serves_large_scopes_and_stays_correct(pg: Server, monk
         monkeypatch.setattr(m._store, "_use_hnsw", spy)
         before = [h.record.text for h in await m.search(texts[123], scope=ANN, k=5)]
         assert used == []  # no index yet: exact
-        assert await m.create_hnsw_index() is True
-        assert await m.create_hnsw_index() is False
+        assert await m.store.create_hnsw_index() is True
+        assert await m.store.create_hnsw_index() is False
         after = [h.record.text for h in await m.search(texts[123], scope=ANN, k=5)]
         assert used == [True]
         assert after[0] == before[0] == texts[123]

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 import psycopg
 import pytest
 
-from memoryport import MemoryRecord, MemoryScope
-from memoryport.adapters.postgres import PostgresMemory, _store
+from memoryport import GuardedMemory, MemoryRecord, MemoryScope
+from memoryport.adapters.postgres import PostgresMemory, PostgresStore, _store
 
 from .support import Server, bow_embedder, fresh_schema
 
@@ -21,7 +21,7 @@ NOBODY = MemoryScope(session_id="kiosk")  # no user: its own tenant, never an em
 
 
 @pytest.fixture
-async def memory(pg: Server) -> AsyncIterator[PostgresMemory]:
+async def memory(pg: Server) -> AsyncIterator[GuardedMemory[PostgresStore]]:
     m = PostgresMemory(pg.app_dsn, embedder=bow_embedder(), schema=fresh_schema(), pool_size=2)
     await m.add([MemoryRecord(scope=ANN, text=f"ann likes green tea {i}", metadata={"i": i}) for i in range(3)])
     await m.add([MemoryRecord(scope=BEN, text=f"ben likes green tea {i}", metadata={"i": i}) for i in range(4)])
@@ -30,10 +30,10 @@ async def memory(pg: Server) -> AsyncIterator[PostgresMemory]:
     await m.aclose()
 
 
-async def test_policies_bind_the_tables_owner(pg: Server, memory: PostgresMemory) -> None:
+async def test_policies_bind_the_tables_owner(pg: Server, memory: GuardedMemory[PostgresStore]) -> None:
     """The app role owns the tables; FORCE ROW LEVEL SECURITY still binds it."""
-    assert memory.rls_enforced is True
-    table = f"{memory.schema}.records"
+    assert memory.store.rls_enforced is True
+    table = f"{memory.store.schema}.records"
     async with await psycopg.AsyncConnection.connect(pg.app_dsn) as conn:
         cur = await conn.execute(
             "SELECT relowner::regrole::text, relforcerowsecurity FROM pg_class WHERE oid = %s::regclass", (table,)
@@ -62,11 +62,11 @@ async def test_policies_bind_the_tables_owner(pg: Server, memory: PostgresMemory
 
 
 async def test_an_unscoped_query_returns_nothing_of_other_users(
-    memory: PostgresMemory, monkeypatch: pytest.MonkeyPatch
+    memory: GuardedMemory[PostgresStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Break the store's query building (scope conditions gone): RLS still keeps Ben out of Ann's answers."""
     monkeypatch.setattr(_store, "scope_sql", lambda scope, a="r": _store._Sql())
-    store = memory.port
+    store = memory.store
     for query in ("", "green tea", "ben likes green tea 1"):
         hits = await store.search(query, scope=ANN, k=50, filters=None)
         assert hits and {h.record.scope.user_id for h in hits} == {"ann"}, query
@@ -85,13 +85,13 @@ async def test_an_unscoped_query_returns_nothing_of_other_users(
 
 
 async def test_get_of_another_users_id_is_none_even_unscoped(
-    memory: PostgresMemory, monkeypatch: pytest.MonkeyPatch
+    memory: GuardedMemory[PostgresStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ben_ids = [r.id for r in await memory.export(BEN)]
     monkeypatch.setattr(_store, "scope_sql", lambda scope, a="r": _store._Sql())
     for record_id in ben_ids:
         assert record_id is not None
-        assert await memory.port.get(record_id, scope=ANN) is None
+        assert await memory.store.get(record_id, scope=ANN) is None
 
 
 async def test_a_superuser_bypasses_rls_and_is_warned(pg: Server, caplog: pytest.LogCaptureFixture) -> None:
@@ -99,7 +99,7 @@ async def test_a_superuser_bypasses_rls_and_is_warned(pg: Server, caplog: pytest
     try:
         with caplog.at_level(logging.WARNING, logger="memoryport"):
             await m.add([MemoryRecord(scope=ANN, text="hello")])
-        assert m.rls_enforced is False
+        assert m.store.rls_enforced is False
         assert any("row-level security does not apply" in r.getMessage() for r in caplog.records)
     finally:
         await m.aclose()

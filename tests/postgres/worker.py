@@ -41,12 +41,12 @@ async def concurrent(dsn: str, schema: str, proc: int, batches: int, size: int) 
             await memory.add(records)
             for other in range(USERS):
                 mine = MemoryScope(user_id=f"user{other}")
-                hits = await memory.port.search("shared words record", scope=mine, k=20, filters=None)
+                hits = await memory.store.search("shared words record", scope=mine, k=20, filters=None)
                 foreign += sum(1 for h in hits if h.record.scope.user_id != mine.user_id)
                 if other != (b + pool) % USERS:
                     continue  # one user's export per batch: the torn-batch check
                 seen: dict[tuple[Any, ...], int] = {}
-                for r in await memory.port.export(mine):
+                for r in await memory.store.export(mine):
                     foreign += r.scope.user_id != mine.user_id
                     key = (r.metadata["p"], r.metadata["t"], r.metadata["b"])
                     seen[key] = seen.get(key, 0) + 1
@@ -68,7 +68,7 @@ async def hang(dsn: str, schema: str, user: str, size: int) -> None:
         print("READY", flush=True)
         await asyncio.sleep(120)
 
-    memory.port._before_commit = before_commit  # type: ignore[attr-defined]
+    memory.store._before_commit = before_commit  # type: ignore[attr-defined]
     scope = MemoryScope(user_id=user)
     await memory.add([MemoryRecord(scope=scope, text=f"half batch {i}") for i in range(size)])
 

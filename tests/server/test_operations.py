@@ -16,7 +16,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from memoryport import CallableMemory, MemoryRecord, MemoryScope, _events
+from memoryport import GuardedMemory, MemoryRecord, MemoryScope, _events
+from memoryport.adapters.callable import CallableStore
 from memoryport.server import KeyStore, create_app
 
 from .support import Live, live_server, running
@@ -96,14 +97,13 @@ def test_graceful_shutdown_finishes_the_write_in_flight(tmp_path: Path) -> None:
     async def delete(ids: Sequence[str] | None, scope: MemoryScope) -> int:
         return 0
 
-    class Watched(CallableMemory):
+    class Watched(CallableStore):  # a store that holds resources (SupportsClose): the guard closes it
         async def aclose(self) -> None:
             closed.append(bool(stored))
-            await super().aclose()
 
     keys = KeyStore(tmp_path / "keys")
     secret = keys.create(user_id="ann").secret
-    app = create_app(Watched(add=add, search=lambda **_: [], delete=delete), keys)
+    app = create_app(GuardedMemory(Watched(add=add, search=lambda **_: [], delete=delete)), keys)
     answer: list[httpx.Response] = []
     with running(app) as (url, server):
 

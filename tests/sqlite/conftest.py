@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from memoryport import SQLiteMemory
-from memoryport.adapters.sqlite import available_drivers
+from memoryport import GuardedMemory, SQLiteMemory
+from memoryport.adapters.sqlite import SQLiteStore, available_drivers
 
 from .support import DRIVERS, bow_embedder
 
@@ -35,7 +35,7 @@ def db_path(tmp_path: Path) -> str:
 
 
 @pytest.fixture(params=[False, True], ids=["keyword", "embedder"])
-def memory(request: pytest.FixtureRequest, db_path: str, driver: str) -> Iterator[SQLiteMemory]:
+def memory(request: pytest.FixtureRequest, db_path: str, driver: str) -> Iterator[GuardedMemory[SQLiteStore]]:
     m = SQLiteMemory(db_path, embedder=bow_embedder() if request.param else None, driver=driver)
     yield m
     m.close()

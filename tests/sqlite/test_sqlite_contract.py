@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from memoryport import SQLiteMemory
+from memoryport import GuardedMemory
+from memoryport.adapters.sqlite import SQLiteStore
 from memoryport.contracts import MemoryContract
 
 from .support import bow_embedder
@@ -15,7 +16,10 @@ from .support import bow_embedder
 
 class TestSQLiteContract(MemoryContract):
     @pytest.fixture(params=[False, True], ids=["keyword", "embedder"])
-    async def memory(self, request: pytest.FixtureRequest, tmp_path: Path, driver: str) -> AsyncIterator[SQLiteMemory]:
-        m = SQLiteMemory(tmp_path / "memory.db", embedder=bow_embedder() if request.param else None, driver=driver)
+    async def memory(
+        self, request: pytest.FixtureRequest, tmp_path: Path, driver: str
+    ) -> AsyncIterator[GuardedMemory[SQLiteStore]]:
+        embedder = bow_embedder() if request.param else None
+        m = GuardedMemory(SQLiteStore(tmp_path / "memory.db", embedder=embedder, driver=driver))
         yield m
         await m.aclose()

@@ -73,7 +73,7 @@ def test_deleted_erased_and_purged_texts_leave_the_files(
             *[MemoryRecord(scope=BEN, text=f"Ben keeps {m} and tea") for m in ben_kept],
         ]
     )
-    assert memory.checkpoint()
+    assert memory.store.checkpoint()
     # The check sees markers while they exist.
     assert leaks(db_path, [ben_expired, ben_retained]) == [ben_expired, ben_retained]
     for i in range(5):  # more writes: the expired record goes with the first of them, the retained with ben's
@@ -94,7 +94,7 @@ def test_deleted_erased_and_purged_texts_leave_the_files(
             MemoryRecord(scope=BEN, text=f"Ben said {ben_retained_last} long ago", created_at=past),
         ]
     )
-    assert memory.checkpoint()
+    assert memory.store.checkpoint()
     assert leaks(db_path, [ben_expired, ben_retained]) == []
     alive = [*ann_markers, ben_deleted, ben_expired_last, ben_retained_last, *ben_kept]
     assert leaks(db_path, alive) == alive
@@ -132,7 +132,7 @@ def test_a_reader_blocking_the_checkpoint_is_a_warning(
     assert any("reader holds a transaction" in r.getMessage() for r in caplog.records)
     reader.execute("COMMIT")
     reader.close()
-    assert memory.checkpoint()
+    assert memory.store.checkpoint()
     memory.close()
 
 
@@ -179,7 +179,7 @@ def test_an_erasure_killed_before_its_checkpoint_is_finished_next_time(
     )
     memory.add_sync([MemoryRecord(scope=BEN, text=f"Ben keeps tea {i}") for i in range(300)])
     memory.delete_sync(ids[::7], scope=ANN)  # pages split and merged: the case VACUUM is for
-    assert memory.checkpoint()
+    assert memory.store.checkpoint()
     if then == "open":
         memory.close()
     child = subprocess.run(
@@ -232,7 +232,7 @@ def test_erasures_rebuild_the_file_while_other_processes_read_and_write(db_path:
     for child in children:
         _, err = child.communicate(timeout=240)
         assert child.returncode == 0, err
-    assert memory.checkpoint()
+    assert memory.store.checkpoint()
     assert leaks(db_path, secrets) == []
     memory.close()
     conn = load_driver(driver)[1].connect(db_path)

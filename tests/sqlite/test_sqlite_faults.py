@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memoryport import MemoryRecord, MemoryScope, SQLiteMemory
-from memoryport.adapters.sqlite import load_driver
+from memoryport import GuardedMemory, MemoryRecord, MemoryScope, SQLiteMemory
+from memoryport.adapters.sqlite import SQLiteStore, load_driver
 
 from .support import WORKER, bow_embedder, python
 
@@ -44,7 +44,7 @@ def test_processes_and_threads_add_and_search_one_file(db_path: str, driver: str
     expected = {(p, t, b, i) for p in range(procs) for t in range(2) for b in range(batches) for i in range(size)}
     assert set(seen) == expected
     assert set(seen.values()) == {1}
-    assert memory.stats()["records"] == len(expected)
+    assert memory.store.stats()["records"] == len(expected)
     memory.close()
     assert_counts_consistent(db_path, driver)
 
@@ -170,7 +170,7 @@ _key = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), min_si
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=_text, metadata=st.dictionaries(_key, _scalar, max_size=5), query=_query)
 def test_fuzzed_texts_and_metadata_round_trip_and_search(
-    fuzz_memory: SQLiteMemory, text: str, metadata: dict[str, object], query: str
+    fuzz_memory: GuardedMemory[SQLiteStore], text: str, metadata: dict[str, object], query: str
 ) -> None:
     import uuid
 
@@ -187,7 +187,7 @@ def test_fuzzed_texts_and_metadata_round_trip_and_search(
 
 
 @pytest.fixture
-def fuzz_memory(db_path: str, driver: str) -> SQLiteMemory:
+def fuzz_memory(db_path: str, driver: str) -> GuardedMemory[SQLiteStore]:
     memory = SQLiteMemory(db_path, embedder=bow_embedder(), driver=driver)
     yield memory  # type: ignore[misc]
     memory.close()

@@ -18,6 +18,7 @@ from memoryport import (
     Capability,
     EmbedderMismatch,
     EmbeddingError,
+    GuardedMemory,
     InvalidInput,
     MemoryRecord,
     MemoryScope,
@@ -25,7 +26,7 @@ from memoryport import (
     UsageError,
 )
 from memoryport._records import utcnow
-from memoryport.adapters.sqlite import SCHEMA_VERSION, load_driver
+from memoryport.adapters.sqlite import SCHEMA_VERSION, SQLiteStore, load_driver, reembed_file_sync
 
 from .support import WORKER, bow_embedder, python
 
@@ -37,7 +38,7 @@ def texts(hits: list) -> list[str]:  # type: ignore[type-arg]
     return [h.record.text for h in hits]
 
 
-def test_round_trip_is_exact(memory: SQLiteMemory) -> None:
+def test_round_trip_is_exact(memory: GuardedMemory[SQLiteStore]) -> None:
     rec = MemoryRecord(
         scope=MemoryScope(user_id="ann", session_id="s1", agent_id="a1"),
         text="Ann drinks green tea ☕ every morning",
@@ -51,7 +52,7 @@ def test_round_trip_is_exact(memory: SQLiteMemory) -> None:
     assert memory.export_sync(ANN) == [got]
 
 
-def test_keyword_search_stems_and_ranks(memory: SQLiteMemory) -> None:
+def test_keyword_search_stems_and_ranks(memory: GuardedMemory[SQLiteStore]) -> None:
     memory.add_sync(
         [
             MemoryRecord(scope=ANN, text="Ann drinks green tea"),
@@ -63,7 +64,7 @@ def test_keyword_search_stems_and_ranks(memory: SQLiteMemory) -> None:
     assert texts(memory.search_sync("What does Ann drink? tea", scope=ANN, k=1)) == ["Ann drinks green tea"]
 
 
-def test_scopes_are_isolated_and_covered(memory: SQLiteMemory) -> None:
+def test_scopes_are_isolated_and_covered(memory: GuardedMemory[SQLiteStore]) -> None:
     s1 = MemoryScope(user_id="ann", session_id="s1")
     s2 = MemoryScope(user_id="ann", session_id="s2")
     a1 = MemoryScope(user_id="ann", agent_id="bot")
@@ -94,7 +95,7 @@ def test_scopes_are_isolated_and_covered(memory: SQLiteMemory) -> None:
     assert len(memory.export_sync(ANN)) == 2
 
 
-def test_empty_query_lists_newest(memory: SQLiteMemory) -> None:
+def test_empty_query_lists_newest(memory: GuardedMemory[SQLiteStore]) -> None:
     now = utcnow()
     memory.add_sync(
         [MemoryRecord(scope=ANN, text=f"note {i}", created_at=now - timedelta(minutes=10 - i)) for i in range(5)]
@@ -104,7 +105,7 @@ def test_empty_query_lists_newest(memory: SQLiteMemory) -> None:
     assert getattr(hits, "mode", None) == "recent"
 
 
-def test_filters_match_exactly_and_keep_json_types_apart(memory: SQLiteMemory) -> None:
+def test_filters_match_exactly_and_keep_json_types_apart(memory: GuardedMemory[SQLiteStore]) -> None:
     memory.add_sync(
         [
             MemoryRecord(scope=ANN, text="tea one", metadata={"kind": "visit", "n": 1}),
@@ -127,7 +128,7 @@ def test_filters_match_exactly_and_keep_json_types_apart(memory: SQLiteMemory) -
     assert len(memory.export_sync(ANN)) == 4
 
 
-def test_expired_records_are_hidden_then_deleted_on_write(memory: SQLiteMemory) -> None:
+def test_expired_records_are_hidden_then_deleted_on_write(memory: GuardedMemory[SQLiteStore]) -> None:
     past = utcnow() - timedelta(hours=2)
     memory.add_sync(
         [
@@ -137,9 +138,9 @@ def test_expired_records_are_hidden_then_deleted_on_write(memory: SQLiteMemory) 
     )
     assert texts(memory.search_sync("tea", scope=ANN, k=10)) == ["new tea"]
     assert [r.text for r in memory.export_sync(ANN)] == ["new tea"]
-    assert memory.stats()["records"] == 2
+    assert memory.store.stats()["records"] == 2
     memory.add_sync([MemoryRecord(scope=BEN, text="another write")])
-    assert memory.stats()["records"] == 2  # the expired one went with the next write
+    assert memory.store.stats()["records"] == 2  # the expired one went with the next write
 
 
 def test_retention_hides_and_purge_deletes(db_path: str, driver: str) -> None:
@@ -153,7 +154,7 @@ def test_retention_hides_and_purge_deletes(db_path: str, driver: str) -> None:
     )
     assert texts(memory.search_sync("tea", scope=ANN, k=10)) == ["fresh tea"]
     assert memory.purge_sync() == 2
-    assert memory.stats()["records"] == 1
+    assert memory.store.stats()["records"] == 1
     memory.close()
 
 
@@ -182,7 +183,7 @@ def test_capabilities_are_declared_truthfully(db_path: str, driver: str) -> None
     with_vectors.close()
 
 
-def test_duplicate_id_refuses_the_whole_batch(memory: SQLiteMemory) -> None:
+def test_duplicate_id_refuses_the_whole_batch(memory: GuardedMemory[SQLiteStore]) -> None:
     memory.add_sync([MemoryRecord(id="one", scope=ANN, text="first")])
     with pytest.raises(InvalidInput) as err:
         memory.add_sync(
@@ -212,9 +213,10 @@ def test_existing_open_file_is_tightened(tmp_path: Path, driver: str) -> None:
     memory.close()
 
 
-def test_wal_mode_and_schema_version_are_recorded(memory: SQLiteMemory) -> None:
+def test_wal_mode_and_schema_version_are_recorded(memory: GuardedMemory[SQLiteStore]) -> None:
     memory.add_sync([MemoryRecord(scope=ANN, text="x")])
-    conn = load_driver(memory.driver)[1].connect(memory.path)  # never two SQLite libraries on one open file
+    # never two SQLite libraries on one open file
+    conn = load_driver(memory.store.driver_name)[1].connect(memory.store.path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert int(conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]) == SCHEMA_VERSION
     conn.close()
@@ -248,7 +250,7 @@ def test_like_fallback_warns_at_creation_and_searches(
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="memoryport"):
         memory = SQLiteMemory(db_path, driver=driver, use_fts5=False)
-    assert memory.keyword_index == "like"
+    assert memory.store.keyword_index == "like"
     assert any("LIKE" in r.getMessage() for r in caplog.records)
     memory.add_sync(
         [
@@ -264,7 +266,7 @@ def test_like_fallback_warns_at_creation_and_searches(
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="memoryport"):
         reopened = SQLiteMemory(db_path, driver=driver)
-    assert reopened.keyword_index == "like"  # the file keeps its index kind
+    assert reopened.store.keyword_index == "like"  # the file keeps its index kind
     assert not caplog.records  # warned once, when the file was created
     reopened.close()
 
@@ -307,7 +309,7 @@ def test_embedder_failing_on_add_stores_nothing(db_path: str, driver: str) -> No
     with pytest.raises(EmbeddingError):
         memory.add_sync([MemoryRecord(scope=ANN, text="tea")])
     assert memory.export_sync(ANN) == []
-    assert memory.stats()["records"] == 0
+    assert memory.store.stats()["records"] == 0
     memory.close()
 
 
@@ -339,7 +341,7 @@ def test_wrong_embedder_on_open_names_the_way_out(db_path: str, driver: str) -> 
         SQLiteMemory(db_path, embedder=bow_embedder(64, "other-64"), driver=driver)
 
     seen: list[tuple[int, int]] = []
-    n = SQLiteMemory.reembed_sync(
+    n = reembed_file_sync(
         db_path,
         bow_embedder(32, "bow-32"),
         batch_size=3,
@@ -349,7 +351,7 @@ def test_wrong_embedder_on_open_names_the_way_out(db_path: str, driver: str) -> 
     assert n == 10
     assert seen[0] == (0, 10) and seen[-1] == (10, 10) and len(seen) == 5
     reopened = SQLiteMemory(db_path, embedder=bow_embedder(32, "bow-32"), driver=driver)
-    assert reopened.stats()["vectors"] == 10 and reopened.stats()["dim"] == 32
+    assert reopened.store.stats()["vectors"] == 10 and reopened.store.stats()["dim"] == 32
     assert texts(reopened.search_sync("tea number 3", scope=ANN, k=1)) == ["tea number 3"]
     reopened.close()
 
@@ -360,7 +362,7 @@ def test_keyword_file_needs_reembed_before_an_embedder(db_path: str, driver: str
     memory.close()
     with pytest.raises(EmbedderMismatch, match="without vectors"):
         SQLiteMemory(db_path, embedder=bow_embedder(), driver=driver)
-    assert SQLiteMemory.reembed_sync(db_path, bow_embedder(), driver=driver) == 1
+    assert reembed_file_sync(db_path, bow_embedder(), driver=driver) == 1
     SQLiteMemory(db_path, embedder=bow_embedder(), driver=driver).close()
 
 
@@ -377,7 +379,7 @@ def test_reembed_failure_leaves_the_file_as_it_was(db_path: str, driver: str) ->
         return np.ones((len(batch), 16))
 
     with pytest.raises(EmbeddingError):
-        SQLiteMemory.reembed_sync(db_path, CallableEmbedder(failing, dim=16, name="new"), batch_size=2, driver=driver)
+        reembed_file_sync(db_path, CallableEmbedder(failing, dim=16, name="new"), batch_size=2, driver=driver)
     SQLiteMemory(db_path, embedder=bow_embedder(), driver=driver).close()  # still the old embedder
 
 
@@ -459,7 +461,7 @@ def test_unknown_search_mode_is_refused(db_path: str) -> None:
         SQLiteMemory(db_path, search_mode="fuzzy")
 
 
-def test_keyword_search_widens_past_rows_that_fail_scope_or_filters(memory: SQLiteMemory) -> None:
+def test_keyword_search_widens_past_rows_that_fail_scope_or_filters(memory: GuardedMemory[SQLiteStore]) -> None:
     s1 = MemoryScope(user_id="ann", session_id="s1")
     # Many better-ranked rows (short texts) that the filter or the session rules out.
     memory.add_sync([MemoryRecord(scope=ANN, text="tea", metadata={"kind": "a"}) for _ in range(300)])
@@ -568,7 +570,7 @@ def test_durability_sets_synchronous_on_every_connection(
 ) -> None:
     memory = SQLiteMemory(db_path, driver=driver, durability=durability)
     memory.add_sync([MemoryRecord(scope=ANN, text="tea")])
-    store = memory._store
+    store = memory.store
     writer = store._writer.submit(lambda: store.db.conn().execute("PRAGMA synchronous").fetchone()[0]).result()
     reader = store._pool.submit(lambda: store.db.conn().execute("PRAGMA synchronous").fetchone()[0]).result()
     assert (writer, reader) == (level, level)

@@ -148,7 +148,7 @@ def test_an_updated_text_leaves_the_files(db_path: str, driver: str) -> None:
     memory.add_sync([MemoryRecord(scope=MemoryScope(user_id=f"u{i % 5}"), text=f"filler {i}") for i in range(200)])
     old, new = marker(), marker()
     [rid] = memory.add_sync([MemoryRecord(scope=ANN, text=f"Ann said {old}")])
-    assert memory.checkpoint()
+    assert memory.store.checkpoint()
     assert leaks(db_path, [old]) == [old]
     memory.update_sync([MemoryUpdate(id=rid, text=f"Ann said {new}")], scope=ANN)
     assert leaks(db_path, [old]) == [], "the old text stays in the file after an update"
@@ -183,7 +183,7 @@ def test_a_schema_1_file_gains_updated_at(db_path: str) -> None:
     conn.commit()
     conn.close()
     memory = SQLiteMemory(db_path, driver="sqlite3")
-    assert memory.stats()["schema_version"] == len(MIGRATIONS) == 2
+    assert memory.store.stats()["schema_version"] == len(MIGRATIONS) == 2
     [rid] = memory.add_sync([MemoryRecord(scope=ANN, text="tea")])
     memory.update_sync([MemoryUpdate(id=rid, text="coffee")], scope=ANN)
     got = memory.get_sync(rid, scope=ANN)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from tools_support import DictStore
 
-from memoryport import CallableMemory
+from memoryport import GuardedMemory
 
 
 @pytest.fixture
@@ -14,7 +14,7 @@ def store() -> DictStore:
 
 
 @pytest.fixture
-def memory(store: DictStore) -> CallableMemory:
+def memory(store: DictStore) -> GuardedMemory[DictStore]:
     return store.memory()
 
 

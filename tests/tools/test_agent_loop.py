@@ -109,7 +109,7 @@ async def test_model_naming_another_user_reaches_only_its_own(store: DictStore) 
     tools = memory_tools(store.memory())
     for tool in tools:
         props = set(tool.parameters["properties"])
-        assert props <= {"text", "query", "id"}, props
+        assert props <= {"text", "query", "id", "since"}, props  # nothing that names a user or scope
         assert tool.parameters["additionalProperties"] is False
     ben = ToolContext(user_id="ben")
     await tools.dispatch("remember", {"text": "Ben's locker code is in the blue notebook"}, ben)
@@ -370,8 +370,14 @@ def test_host_shapes_are_exactly_what_the_apis_take(store: DictStore) -> None:
     assert [t.effect for t in tools] == ["additive", "read_only", "destructive"]
     schema = {
         "type": "object",
-        "properties": {"query": {"type": "string", "description": RecallArgs.model_fields["query"].description}},
-        "required": ["query"],
+        "properties": {
+            "query": {"type": "string", "description": RecallArgs.model_fields["query"].description},
+            "since": {
+                "anyOf": [{"type": "string"}, {"type": "null"}],
+                "description": RecallArgs.model_fields["since"].description,
+            },
+        },
+        "required": ["query", "since"],
         "additionalProperties": False,
     }
     assert tools["recall"].parameters == schema

@@ -45,7 +45,7 @@ def test_demo_without_the_sqlite_backend_says_so(
     # None in sys.modules makes the import raise ImportError, as if the backend were missing.
     monkeypatch.setitem(sys.modules, "memoryport.adapters.sqlite", None)
     out = demo_output(capsys)
-    assert "CallableMemory (SQLite backend not installed)" in out
+    assert "InMemoryStore (SQLite backend not installed)" in out
     check_story(out)
 
 

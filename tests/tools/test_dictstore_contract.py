@@ -7,13 +7,13 @@ from collections.abc import AsyncIterator
 import pytest
 from tools_support import DictStore
 
-from memoryport import CallableMemory
+from memoryport import GuardedMemory
 from memoryport.contracts import MemoryContract
 
 
 class TestToolsDictStore(MemoryContract):
     @pytest.fixture
-    async def memory(self) -> AsyncIterator[CallableMemory]:
+    async def memory(self) -> AsyncIterator[GuardedMemory[DictStore]]:
         m = DictStore().memory()
         yield m
         await m.aclose()
@@ -21,7 +21,7 @@ class TestToolsDictStore(MemoryContract):
 
 class TestToolsDictStoreUserOnly(MemoryContract):
     @pytest.fixture
-    async def memory(self) -> AsyncIterator[CallableMemory]:
+    async def memory(self) -> AsyncIterator[GuardedMemory[DictStore]]:
         m = DictStore().user_only_memory()
         yield m
         await m.aclose()

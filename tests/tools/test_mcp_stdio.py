@@ -51,9 +51,11 @@ async def test_list_remember_recall_over_stdio(tmp_path: Path, killed: list[int]
         async with Client(server(db, "ann"), read_timeout_seconds=60) as client:
             listed = await client.list_tools()
             tools = {t.name: t for t in listed.tools}
-            assert set(tools) == {"remember", "recall", "forget"}
+            assert set(tools) == {"remember", "recall", "forget", "update_memory"}
             assert tools["recall"].annotations is not None and tools["recall"].annotations.read_only_hint
             assert tools["forget"].annotations is not None and tools["forget"].annotations.destructive_hint
+            assert tools["update_memory"].annotations is not None
+            assert tools["update_memory"].annotations.destructive_hint
             for tool in listed.tools:
                 assert "user" not in str(tool.input_schema["properties"]).lower()
 
@@ -90,6 +92,8 @@ async def test_list_remember_recall_over_stdio(tmp_path: Path, killed: list[int]
 
 async def test_no_forget_flag(tmp_path: Path, killed: list[int]) -> None:
     with anyio.fail_after(90):
-        async with Client(server(tmp_path / "m.db", "ann", "--no-forget"), read_timeout_seconds=60) as client:
+        async with Client(
+            server(tmp_path / "m.db", "ann", "--no-forget", "--no-update"), read_timeout_seconds=60
+        ) as client:
             assert [t.name for t in (await client.list_tools()).tools] == ["remember", "recall"]
     assert killed == []

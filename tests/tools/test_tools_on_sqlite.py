@@ -7,19 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from memoryport import MemoryScope, SQLiteMemory, ToolContext, memory_tools, thread_scope
+from memoryport import GuardedMemory, MemoryScope, SQLiteMemory, ToolContext, memory_tools, thread_scope
+from memoryport.adapters.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-async def memory(tmp_path: Path) -> AsyncIterator[SQLiteMemory]:
+async def memory(tmp_path: Path) -> AsyncIterator[GuardedMemory[SQLiteStore]]:
     m = SQLiteMemory(tmp_path / "memory.db")
     yield m
     await m.aclose()
 
 
-async def test_two_users_on_one_file(memory: SQLiteMemory) -> None:
+async def test_two_users_on_one_file(memory: GuardedMemory[SQLiteStore]) -> None:
     tools = memory_tools(memory)
     ann1, ann2 = ToolContext(user_id="ann", thread_id="a1"), ToolContext(user_id="ann", thread_id="a2")
     ben = ToolContext(user_id="ben", thread_id="b1")
@@ -39,7 +40,7 @@ async def test_two_users_on_one_file(memory: SQLiteMemory) -> None:
     assert record.scope == MemoryScope(user_id="ben", session_id="b1")
 
 
-async def test_anonymous_threads_stay_apart(memory: SQLiteMemory) -> None:
+async def test_anonymous_threads_stay_apart(memory: GuardedMemory[SQLiteStore]) -> None:
     tools = memory_tools(memory, scope_from=thread_scope)
     one, two = ToolContext(thread_id="visitor-1"), ToolContext(thread_id="visitor-2")
     await tools.dispatch("remember", '{"text": "Visitor likes jazz"}', one)

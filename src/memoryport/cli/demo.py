@@ -102,47 +102,18 @@ def _memory(folder: Path) -> tuple[GuardedMemory, str]:
     try:
         sqlite = importlib.import_module("memoryport.adapters.sqlite")
     except ImportError:
-        return _dict_memory(), "an in-process dict store via CallableMemory (SQLite backend not installed)"
+        return _dict_memory(), "the in-process memoryport.testing.InMemoryStore (SQLite backend not installed)"
     path = folder / "memory.db"
     memory: GuardedMemory = sqlite.SQLiteMemory(path, embedder=embedder)
     return memory, f"SQLite file {path}\n  search: {search}"
 
 
 def _dict_memory() -> GuardedMemory:
-    """A stand-in when the SQLite backend is missing: the host's own functions over a dict."""
-    from memoryport import CallableMemory, MemoryHit, MemoryRecord, MemoryScope
+    """A stand-in when the SQLite backend is missing: the in-memory reference store."""
+    from memoryport import GuardedMemory
+    from memoryport.testing import InMemoryStore
 
-    rows: dict[str, MemoryRecord] = {}
-
-    def add(records: list[MemoryRecord]) -> None:
-        rows.update({r.id: r for r in records if r.id})
-
-    def search(query: str, scope: MemoryScope, k: int, filters: object) -> list[MemoryHit]:
-        mine = [r for r in rows.values() if scope.covers(r.scope)]
-        if not query.strip():
-            mine.sort(key=lambda r: r.created_at, reverse=True)
-            return [MemoryHit(record=r, score=0.0, signal="recent") for r in mine[:k]]
-        words = set(query.lower().split())
-        hits = [
-            MemoryHit(record=r, score=len(words & set(r.text.lower().split())) / len(words), signal="keyword")
-            for r in mine
-        ]
-        return sorted((h for h in hits if h.score > 0), key=lambda h: -h.score)[:k]
-
-    def get(id: str, scope: MemoryScope) -> MemoryRecord | None:
-        r = rows.get(id)
-        return r if r is not None and scope.covers(r.scope) else None
-
-    def delete(ids: list[str] | None, scope: MemoryScope) -> int:
-        gone = [i for i, r in rows.items() if scope.covers(r.scope) and (ids is None or i in ids)]
-        for i in gone:
-            del rows[i]
-        return len(gone)
-
-    def export(scope: MemoryScope) -> list[MemoryRecord]:
-        return [r for r in rows.values() if scope.covers(r.scope)]
-
-    return CallableMemory(add=add, search=search, get=get, delete=delete, export=export, name="dict")
+    return GuardedMemory(InMemoryStore(name="dict"))
 
 
 async def _conversation(memory: GuardedMemory, where: str, show: _Show) -> None:

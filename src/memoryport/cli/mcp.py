@@ -6,6 +6,8 @@ import argparse
 import logging
 import sys
 
+from .._port import store_stats
+from .._sync import run_sync
 from . import _common
 from ._common import CliError
 
@@ -38,14 +40,14 @@ def run(args: argparse.Namespace) -> int:
     # stdout carries the protocol: every log line goes to stderr.
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="memoryport mcp: %(message)s")
     memory = _common.open_memory(args, create=True)
-    stats = getattr(memory, "stats", None)
-    kept = stats().get("embedder") if callable(stats) else None
+    kept = (run_sync(store_stats(memory.store), method="stats") or {}).get("embedder")
     if kept and not args.embed:
         memory.close()
         raise CliError(f"{args.db} keeps vectors of embedder {kept!r}; start the server with --embed")
     tools = memory_tools(
         memory,
         forget=not args.no_forget,
+        update=False if args.no_update else None,
         k=args.k,
         write_check=None if args.allow_pii else pii_check,
         read_filter=None if args.allow_pii else redact_pii,
@@ -89,6 +91,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--thread", metavar="ID", help="record memories under this session id")
     p.add_argument("-k", type=int, default=5, help="how many memories recall returns (default 5)")
     p.add_argument("--no-forget", action="store_true", help="do not offer the forget tool")
+    p.add_argument("--no-update", action="store_true", help="do not offer the update_memory tool")
     p.add_argument("--allow-pii", action="store_true", help="turn off the PII check and the redactor")
     p.add_argument("--embed", action="store_true", help="embed with the local model (extra: local)")
     p.set_defaults(run=run)

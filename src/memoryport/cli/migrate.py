@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         async def build() -> bool:
             memory = PostgresMemory(_dsn(args), schema=args.schema, pool_size=1)
             try:
-                return await memory.create_hnsw_index()
+                return await memory.store.create_hnsw_index()
             finally:
                 await memory.aclose()
 
@@ -74,7 +74,7 @@ def run_vacuum(args: argparse.Namespace) -> int:
     async def go() -> None:
         memory = PostgresMemory(_dsn(args), schema=args.schema, pool_size=1)
         try:
-            await memory.vacuum(full=args.full)
+            await memory.store.vacuum(full=args.full)
         finally:
             await memory.aclose()
 

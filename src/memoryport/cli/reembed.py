@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         raise CliError("--batch-size takes a positive number")
     import memoryport
-    from memoryport.adapters.sqlite import SQLiteMemory
+    from memoryport.adapters.sqlite import reembed_file
 
     try:
         embedder = memoryport.LocalEmbedder()
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"re-embedded {done}/{total}\n")
         sys.stderr.flush()
 
-    n = asyncio.run(SQLiteMemory.reembed(path, embedder, progress=progress, batch_size=args.batch_size))
+    n = asyncio.run(reembed_file(path, embedder, progress=progress, batch_size=args.batch_size))
     print(f"re-embedded {n} {'memory' if n == 1 else 'memories'} with {embedder.name} (dim {embedder.dim})")
     return 0
 

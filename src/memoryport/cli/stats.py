@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .._port import Capability
+from .._port import Capability, store_stats
 from . import _common
 
 __all__ = ["register", "run"]
@@ -48,13 +46,7 @@ def run(args: argparse.Namespace) -> int:
                 "retention_days": memory.retention_days,
             }
             # The backend may describe itself (record counts, embedder, schema version).
-            own = getattr(memory, "stats", None) or getattr(memory.port, "stats", None)
-            if callable(own):
-                extra = own()
-                if inspect.isawaitable(extra):
-                    extra = await extra
-                if isinstance(extra, Mapping):
-                    info.update({str(k): v for k, v in extra.items()})
+            info.update(await store_stats(memory.store) or {})
             if scope is not None and Capability.EXPORT in memory.capabilities:
                 info["scope"] = " ".join(
                     f"{k.removesuffix('_id')}={v}" for k, v in scope.model_dump(exclude_none=True).items()

@@ -872,6 +872,37 @@ class AgentMemory:
         return MemoryStats(total=total, current=current, by_kind=by_kind, by_month=by_month, by_entity=by_entity,
                            pinned=pinned, due=due)
 
+    async def relink(
+        self, ids: Mapping[str, str], *, scope: MemoryScope, ctx: EventSink | None = None
+    ) -> list[str]:
+        """Point lineage keys at new ids after a copy; returns the ids changed.
+
+        :func:`~memoryport.copy_memories` gives copied records fresh ids (its
+        report's ``ids`` maps old to new), so ``mp:supersedes`` and
+        ``mp:superseded_by`` would still name the source's ids. Run this on the
+        target with that map: versions stay linked, and deleting a memory takes
+        its older versions with it there too.
+
+        Example:
+            >>> report = await copy_memories(old, new, ann)                      # doctest: +SKIP
+            >>> await AgentMemory(new).relink(report.ids, scope=ann)             # doctest: +SKIP
+        """
+        if not isinstance(ids, Mapping):
+            raise UsageError("relink() takes the id map of a copy (CopyReport.ids: old id -> new id)")
+        self._need(Capability.EXPORT, "AgentMemory.relink()")
+        changes: list[MemoryUpdate] = []
+        for record in await self.memory.export(scope, ctx=ctx):
+            md = dict(record.metadata)
+            changed = False
+            for key in (K.SUPERSEDES, K.SUPERSEDED_BY):
+                old = md.get(key)
+                if isinstance(old, str) and old in ids and ids[old] != old:
+                    md[key] = ids[old]
+                    changed = True
+            if changed:
+                changes.append(MemoryUpdate(id=record.id, metadata=md))
+        return await self._apply(changes, scope, ctx) if changes else []
+
     # -- destructive policies: a dry run first ------------------------------------
 
     async def _lineage(
@@ -907,6 +938,7 @@ class AgentMemory:
         the share of the query's words a memory contains. Memories at or above
         ``threshold`` (default ``CurationPolicy.forget_threshold``, 0.75) go,
         with their older versions; pinned ones stay unless ``include_pinned``.
+        The ``k`` (50) best search hits are considered: call again for more.
         Only ``dry_run=False`` deletes.
 
         Example:
@@ -1107,4 +1139,48 @@ class AgentMemory:
     def decay_sync(self, *, scope: MemoryScope, **kwargs: Any) -> DecayReport:
         """Blocking twin of :meth:`decay`."""
         return run_sync(self.decay(scope=scope, **kwargs), method="decay")
+
+    def remember_many_sync(
+        self, memories: Sequence[NewMemory], *, scope: MemoryScope, **kwargs: Any
+    ) -> list[Remembered]:
+        """Blocking twin of :meth:`remember_many`."""
+        return run_sync(self.remember_many(memories, scope=scope, **kwargs), method="remember_many")
+
+    def update_sync(self, id: str, *, scope: MemoryScope, **kwargs: Any) -> MemoryItem | None:
+        """Blocking twin of :meth:`update`."""
+        return run_sync(self.update(id, scope=scope, **kwargs), method="update")
+
+    def get_sync(self, id: str, *, scope: MemoryScope) -> MemoryItem | None:
+        """Blocking twin of :meth:`get`."""
+        return run_sync(self.get(id, scope=scope), method="get")
+
+    def delete_sync(self, ids: Sequence[str], *, scope: MemoryScope) -> int:
+        """Blocking twin of :meth:`delete`."""
+        return run_sync(self.delete(ids, scope=scope), method="delete")
+
+    def reinforce_sync(
+        self, ids: Sequence[str], outcome: Outcome = "positive", *, scope: MemoryScope
+    ) -> list[MemoryItem]:
+        """Blocking twin of :meth:`reinforce`."""
+        return run_sync(self.reinforce(ids, outcome, scope=scope), method="reinforce")
+
+    def list_memories_sync(self, *, scope: MemoryScope, **kwargs: Any) -> list[MemoryItem]:
+        """Blocking twin of :meth:`list_memories`."""
+        return run_sync(self.list_memories(scope=scope, **kwargs), method="list_memories")
+
+    def stats_sync(self, *, scope: MemoryScope, **kwargs: Any) -> MemoryStats:
+        """Blocking twin of :meth:`stats`."""
+        return run_sync(self.stats(scope=scope, **kwargs), method="stats")
+
+    def evict_sync(self, *, scope: MemoryScope, dry_run: bool = True) -> Removal:
+        """Blocking twin of :meth:`evict`."""
+        return run_sync(self.evict(scope=scope, dry_run=dry_run), method="evict")
+
+    def relink_sync(self, ids: Mapping[str, str], *, scope: MemoryScope) -> list[str]:
+        """Blocking twin of :meth:`relink`."""
+        return run_sync(self.relink(ids, scope=scope), method="relink")
+
+    def mark_done_sync(self, ids: Sequence[str], *, scope: MemoryScope) -> list[str]:
+        """Blocking twin of :meth:`mark_done`."""
+        return run_sync(self.mark_done(ids, scope=scope), method="mark_done")
 

@@ -112,8 +112,8 @@ class Salience:
     """
 
     relevance: float = 1.0
-    importance: float = 0.3
-    recency: float = 0.2
+    importance: float = 0.2
+    recency: float = 0.1
     half_life: timedelta = timedelta(days=30)
 
     def __post_init__(self) -> None:

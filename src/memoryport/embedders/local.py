@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._checks import check_int
 from .._errors import EmbeddingError, InvalidInput, MissingExtra, UsageError
 from .._events import report_usage
 from .._extras import require
@@ -136,11 +137,9 @@ class LocalEmbedder:
         max_length: int | None = None,
         revision: str | None = None,
     ) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidInput("batch_size must be a positive integer", field="batch_size")
-        if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int)
-                                       or max_length < 2):
-            raise InvalidInput("max_length must be an integer of at least 2", field="max_length")
+        check_int(batch_size, "batch_size")
+        if max_length is not None:
+            check_int(max_length, "max_length", minimum=2)
         tokenizers = require("tokenizers", extra="local", feature="LocalEmbedder")
         safetensors_numpy = require("safetensors.numpy", extra="local", feature="LocalEmbedder", package="safetensors")
         folder, label = self._locate(path, revision)

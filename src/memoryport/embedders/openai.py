@@ -9,6 +9,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._checks import check_int
 from .._embedding import check_matrix
 from .._errors import EmbeddingError, InvalidInput
 from .._events import report_usage
@@ -86,12 +87,10 @@ class OpenAIEmbedder:
         if not isinstance(model, str) or not model:
             raise InvalidInput("model must be a non-empty string", field="model")
         for field, value in (("dim", dim), ("dimensions", dimensions)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise InvalidInput(f"{field} must be a positive integer", field=field)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidInput("batch_size must be a positive integer", field="batch_size")
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise InvalidInput("max_retries must be a non-negative integer", field="max_retries")
+            if value is not None:
+                check_int(value, field)
+        check_int(batch_size, "batch_size")
+        check_int(max_retries, "max_retries", minimum=0)
         if not timeout > 0:
             raise InvalidInput("timeout must be positive", field="timeout")
         if backoff < 0:

@@ -9,6 +9,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from .._checks import check_int
 from .._errors import BackendError, InvalidInput
 from .._events import report_usage
 from .._extras import require
@@ -51,8 +52,7 @@ class CrossEncoderReranker:
     ) -> None:
         st = require("sentence_transformers", extra="sentence-transformers",
                      feature="CrossEncoderReranker", package="sentence-transformers")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidInput("batch_size must be a positive integer", field="batch_size")
+        check_int(batch_size, "batch_size")
         label = os.fspath(path)
         self._model = st.CrossEncoder(label, device=device, max_length=max_length)
         self._batch_size = batch_size

@@ -9,6 +9,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._checks import check_int
 from .._embedding import check_matrix
 from .._errors import EmbeddingError, InvalidInput
 from .._events import report_usage
@@ -59,8 +60,7 @@ class SentenceTransformerEmbedder:
     ) -> None:
         st = require("sentence_transformers", extra="sentence-transformers",
                      feature="SentenceTransformerEmbedder", package="sentence-transformers")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidInput("batch_size must be a positive integer", field="batch_size")
+        check_int(batch_size, "batch_size")
         label = os.fspath(model)
         self._model = st.SentenceTransformer(label, device=device, **model_kwargs)
         get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension

@@ -572,7 +572,7 @@ class AccessLog:
             return
         from opentelemetry import trace
 
-        from .._events import _telemetry
+        from .._events import get_telemetry
 
         route = route_of(self.starlette, scope)
         method = str(scope.get("method", ""))
@@ -581,7 +581,7 @@ class AccessLog:
         state: ServerState = self.starlette.state.memoryport
         state.in_flight += 1
         # The guard's own tracer, so its spans (memory.add, ...) are children of this one.
-        tracer = _telemetry().tracer
+        tracer = get_telemetry().tracer
 
         async def send_wrapper(message: Message) -> None:
             nonlocal status

@@ -15,7 +15,7 @@ from .._errors import BackendError, InvalidInput, UsageError
 from .._events import EventSink, MemoryEvent, deliver
 from .._guard import GuardedMemory
 from .._port import Capability
-from .._records import MemoryRecord, MemoryScope
+from .._records import MemoryRecord, MemoryScope, MemoryUpdate
 from .._sync import run_sync
 from ._context import ScopeFrom, ToolContext, ToolError, scope_from_context, user_scope
 from ._pii import pii_check, redact_pii
@@ -51,9 +51,9 @@ class PendingWrite:
     """What the host is asked to approve when ``confirm_writes=True``.
 
     Attributes:
-        tool: ``"remember"`` or ``"forget"``.
-        text: the text to store (``remember``), else ``None``.
-        id: the memory to delete (``forget``), else ``None``.
+        tool: ``"remember"``, ``"forget"`` or ``"update_memory"``.
+        text: the text to store (``remember``, ``update_memory``), else ``None``.
+        id: the memory to delete (``forget``) or change (``update_memory``), else ``None``.
         context: the call's context (who it is for).
     """
 
@@ -92,6 +92,20 @@ class RecallArgs(_Args):
             "An empty string lists the most recent memories."
         )
     )
+    since: Union[str, None] = Field(
+        default=None,
+        description=(
+            "Only memories saved since then: a duration back from now such as '90m', '24h', '7d' or '2w', "
+            "or an ISO 8601 time with a timezone such as '2026-05-01T09:00:00Z'. null for any time."
+        ),
+    )
+
+
+class UpdateArgs(_Args):
+    id: str = Field(description="The id of the memory to change, exactly as recall returned it.")
+    text: str = Field(
+        description="The corrected fact, as one short self-contained sentence that replaces the old text."
+    )
 
 
 class ForgetArgs(_Args):
@@ -114,6 +128,10 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
     schema = strip(model.model_json_schema())
     assert isinstance(schema, dict)
     schema.setdefault("additionalProperties", False)
+    # OpenAI strict mode: every property is listed as required; optional ones are nullable instead.
+    for prop in schema.get("properties", {}).values():
+        prop.pop("default", None)
+    schema["required"] = list(schema.get("properties", {}))
     return schema
 
 
@@ -335,13 +353,14 @@ def memory_tools(
     scope_from: ScopeFrom = scope_from_context,
     confirm_writes: bool = False,
     forget: bool = True,
+    update: bool | None = None,
     across_sessions: bool = True,
     k: int = 5,
     write_check: WriteCheck | None = pii_check,
     read_filter: ReadFilter | None = redact_pii,
     approve: Approve | None = None,
 ) -> MemoryTools:
-    """``remember``, ``recall`` and (unless ``forget=False``) ``forget`` over ``memory``.
+    """``remember``, ``recall``, ``forget`` (unless ``forget=False``) and ``update_memory`` over ``memory``.
 
     The scope always comes from the :class:`ToolContext` the host passes with
     each call, through ``scope_from``; the argument schemas have no user or
@@ -353,9 +372,12 @@ def memory_tools(
         scope_from: context -> scope. :func:`scope_from_context` (user, else the
             principal; anonymous refused), :func:`thread_scope` (one chat only;
             anonymous chats allowed), :func:`user_scope`, or your own.
-        confirm_writes: ask ``approve`` before ``remember`` stores or ``forget``
-            deletes anything; nothing happens when it refuses.
+        confirm_writes: ask ``approve`` before ``remember`` stores, ``forget``
+            deletes or ``update_memory`` changes anything; nothing happens when it refuses.
         forget: include the ``forget`` tool (needs the ``delete`` capability).
+        update: include the ``update_memory`` tool (needs the ``update``
+            capability); ``None``: when the backend has it. Its new text goes
+            through ``write_check`` and, with ``confirm_writes``, ``approve``.
         across_sessions: let recall and forget see all of the user's threads,
             not only the current one (never widens :func:`thread_scope`, nor a
             scope without a user).
@@ -391,6 +413,13 @@ def memory_tools(
         raise UsageError(
             f"the {memory.backend!r} backend cannot delete, so it cannot offer a forget tool; pass forget=False"
         )
+    can_update = Capability.UPDATE in memory.capabilities
+    if update and not can_update:
+        raise UsageError(
+            f"the {memory.backend!r} backend cannot update records, so it cannot offer an update_memory tool; "
+            "pass update=False"
+        )
+    update = can_update if update is None else update
     keeps_thread = bool(getattr(scope_from, "keeps_thread", False))
     if memory.user_only:
         if keeps_thread:
@@ -471,7 +500,7 @@ def memory_tools(
         args: RecallArgs = parse(RecallArgs, arguments)
         _, read = scopes(context)
         relay = _Relay(context, memory.sink)
-        hits = await guarded(lambda: memory.search(args.query, scope=read, k=k, ctx=relay))
+        hits = await guarded(lambda: memory.search(args.query, scope=read, k=k, since=args.since, ctx=relay))
         memories: list[dict[str, Any]] = []
         for hit in hits:
             text: str | None = hit.record.text
@@ -499,6 +528,30 @@ def memory_tools(
         n = await guarded(delete)
         # One answer for "no such id" and "someone else's id": nothing is revealed.
         return {"id": args.id, "forgotten": n > 0}
+
+    async def update_memory(arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
+        args: UpdateArgs = parse(UpdateArgs, arguments)
+        _, read = scopes(context)
+        if not args.text.strip():
+            raise ToolError("invalid_arguments", "argument 'text' must not be empty")
+        if write_check is not None:
+            reason = await run_hook(write_check, args.text, context)
+            if reason is not None:
+                raise ToolError("refused", str(reason))
+        if not await approved(PendingWrite("update_memory", args.text, args.id, context)):
+            raise ToolError("not_approved", "the user did not approve this change; nothing was changed.")
+        relay = _Relay(context, memory.sink)
+
+        async def edit() -> list[str]:
+            try:
+                change = MemoryUpdate(id=args.id, text=args.text)
+            except InvalidInput:
+                return []  # an id no record can have: answered like a missing one
+            return await memory.update([change], scope=read, ctx=relay)
+
+        done = await guarded(edit)
+        # One answer for "no such id" and "someone else's id": nothing is revealed.
+        return {"id": args.id, "updated": bool(done)}
 
     tools = [
         MemoryTool(
@@ -539,6 +592,22 @@ def memory_tools(
                 parameters=_schema(ForgetArgs),
                 effect="destructive",
                 handler=forget_,
+            )
+        )
+    if update:
+        tools.append(
+            MemoryTool(
+                name="update_memory",
+                description=(
+                    "Correct one memory of the current user in place, by its id (as returned by recall), when "
+                    "a saved fact changed or was wrong (e.g. the user moved city). The new text replaces the old "
+                    "one. Returns updated=true when it was changed and updated=false when the user has no "
+                    "memory with that id. Do not put e-mail addresses, phone numbers, card numbers, passwords "
+                    "or keys in it."
+                ),
+                parameters=_schema(UpdateArgs),
+                effect="destructive",
+                handler=update_memory,
             )
         )
     return MemoryTools(tools, memory)

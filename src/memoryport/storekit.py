@@ -1,0 +1,166 @@
+"""What every store needs and should not write again: the built-in adapters use exactly these.
+
+- :func:`ids_of` / :func:`id_of`: the ids of records the guard hands a store
+  (always set; no ``assert`` needed, none stripped by ``python -O``);
+- :func:`duplicate_id`: the one error for an id that is already stored;
+- :func:`recent`: the empty-query listing (newest first, one score convention);
+- :func:`chunks`: a long list in pieces (SQL parameter limits, SDK page sizes);
+- :class:`Undo`: undo-on-failure, so a batch is all or nothing on stores
+  without transactions;
+- :func:`parse_time`: a time read back from an SDK, as aware UTC.
+
+Argument checks and ranking are in :mod:`memoryport.ranking` and the guard;
+see ``docs/write-an-adapter.md``.
+
+Example:
+    >>> list(chunks([1, 2, 3, 4, 5], 2))
+    [[1, 2], [3, 4], [5]]
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from types import TracebackType
+from typing import TypeVar
+
+from ._errors import InvalidInput, UsageError
+from ._port import SearchResults
+from ._records import MemoryHit, MemoryRecord
+from ._time import parse_time
+
+__all__ = ["CHUNK", "Undo", "chunks", "duplicate_id", "id_of", "ids_of", "parse_time", "recent"]
+
+logger = logging.getLogger("memoryport")
+T = TypeVar("T")
+
+CHUNK = 500
+"""The default piece size of :func:`chunks`: under SQLite's and most drivers' bound-parameter limits."""
+
+
+def chunks(items: Iterable[T], size: int = CHUNK) -> Iterator[list[T]]:
+    """``items`` in lists of at most ``size``, in order.
+
+    Example:
+        >>> [len(c) for c in chunks(range(1200))]
+        [500, 500, 200]
+    """
+    if size < 1:
+        raise ValueError("size must be at least 1")
+    batch: list[T] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def id_of(record: MemoryRecord) -> str:
+    """The record's id, which the guard always sets before a store sees the record.
+
+    Raises :class:`UsageError` (not an ``assert``) when it is missing: the store
+    was called without the guard.
+
+    Example:
+        >>> from memoryport import MemoryRecord, MemoryScope
+        >>> id_of(MemoryRecord(id="a1", scope=MemoryScope(user_id="ann"), text="tea"))
+        'a1'
+    """
+    if record.id is None:
+        raise UsageError("a record without an id reached the store: call it through GuardedMemory")
+    return record.id
+
+
+def ids_of(records: Sequence[MemoryRecord]) -> list[str]:
+    """The ids of a batch, in order (see :func:`id_of`).
+
+    Example:
+        >>> ids_of([])
+        []
+    """
+    return [id_of(r) for r in records]
+
+
+def duplicate_id(index: int) -> InvalidInput:
+    """The error for ``records[index]`` whose id the store already holds (raise it; nothing may be written).
+
+    Example:
+        >>> str(duplicate_id(3))
+        'records[3].id is already stored; ids must be unique'
+    """
+    field = f"records[{index}].id"
+    return InvalidInput(f"{field} is already stored; ids must be unique", field=field)
+
+
+def recent(records: Iterable[MemoryRecord], k: int) -> SearchResults:
+    """The empty-query answer: the ``k`` newest records, newest first.
+
+    Scores are ``1 / (1 + rank)`` (1.0, 0.5, 0.33, ...), signal and mode
+    ``"recent"``, the same on every store; ties keep the input order.
+
+    Example:
+        >>> recent([], 5).mode
+        'recent'
+    """
+    newest = sorted(records, key=lambda r: r.created_at, reverse=True)[:k]
+    return SearchResults(
+        [MemoryHit(record=r, score=1.0 / (1 + i), signal="recent") for i, r in enumerate(newest)], mode="recent"
+    )
+
+
+class Undo:
+    """Undo-on-failure for a store without transactions: register how to undo each step as it succeeds.
+
+    If the ``async with`` block raises, every registered undo runs, newest
+    first, and the error propagates; an undo that fails is logged (its type
+    only, naming ``backend``) and the others still run. On success nothing is
+    undone.
+
+    Args:
+        backend: names the store in the WARNING of a failed undo.
+
+    Example:
+        >>> import asyncio
+        >>> stored = []
+        >>> async def add_two():
+        ...     async with Undo("demo") as undo:
+        ...         stored.append("a")
+        ...         undo.push(lambda: _remove(stored, "a"))
+        ...         raise ConnectionError("lost the second write")
+        >>> async def _remove(rows, item):
+        ...     rows.remove(item)
+        >>> try:
+        ...     asyncio.run(add_two())
+        ... except ConnectionError:
+        ...     pass
+        >>> stored
+        []
+    """
+
+    def __init__(self, backend: str) -> None:
+        self._backend = backend
+        self._steps: list[Callable[[], Awaitable[object]]] = []
+
+    def push(self, step: Callable[[], Awaitable[object]]) -> None:
+        """Register how to undo what just succeeded."""
+        self._steps.append(step)
+
+    async def __aenter__(self) -> Undo:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is None:
+            self._steps.clear()
+            return
+        while self._steps:
+            step = self._steps.pop()
+            try:
+                await step()
+            except Exception as undo_exc:
+                logger.warning(
+                    "%s: undoing a failed write failed: %s", self._backend, type(undo_exc).__name__
+                )

@@ -1,0 +1,84 @@
+"""memoryport.storekit and memoryport._time: the helpers every built-in store uses."""
+
+from __future__ import annotations
+
+import doctest
+import logging
+from datetime import datetime, timezone
+
+import pytest
+
+from memoryport import InvalidInput, MemoryRecord, MemoryScope, UsageError, _time, storekit, testing
+from memoryport.storekit import Undo, chunks, duplicate_id, id_of, ids_of, parse_time, recent
+
+pytestmark = pytest.mark.anyio
+ANN = MemoryScope(user_id="ann")
+
+
+@pytest.mark.parametrize("module", [storekit, _time, testing])
+def test_docstring_examples(module: object) -> None:
+    result = doctest.testmod(module)  # type: ignore[arg-type]
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_chunks_cover_everything_in_order() -> None:
+    assert [list(c) for c in chunks(range(7), 3)] == [[0, 1, 2], [3, 4, 5], [6]]
+    assert list(chunks([], 3)) == []
+    with pytest.raises(ValueError):
+        list(chunks([1], 0))
+
+
+def test_ids_are_read_without_asserts() -> None:
+    assert ids_of([MemoryRecord(id="a", scope=ANN, text="x"), MemoryRecord(id="b", scope=ANN, text="y")]) == ["a", "b"]
+    with pytest.raises(UsageError, match="through GuardedMemory"):
+        id_of(MemoryRecord(scope=ANN, text="no id"))
+
+
+def test_duplicate_id_names_the_field() -> None:
+    err = duplicate_id(2)
+    assert isinstance(err, InvalidInput) and err.field == "records[2].id"
+
+
+def test_recent_is_newest_first_with_one_score_convention() -> None:
+    t = [datetime(2024, 1, d, tzinfo=timezone.utc) for d in (1, 3, 2)]
+    records = [MemoryRecord(id=str(i), scope=ANN, text=f"r{i}", created_at=t[i]) for i in range(3)]
+    hits = recent(records, 2)
+    assert hits.mode == "recent"
+    assert [h.record.id for h in hits] == ["1", "2"]
+    assert [h.score for h in hits] == [1.0, 0.5] and {h.signal for h in hits} == {"recent"}
+
+
+def test_parse_time_makes_aware_utc_or_none() -> None:
+    assert parse_time(datetime(2024, 1, 1, 12)) == datetime(2024, 1, 1, 12, tzinfo=timezone.utc)
+    assert parse_time("2024-01-01T13:00:00+01:00") == datetime(2024, 1, 1, 12, tzinfo=timezone.utc)
+    assert parse_time(12) is None and parse_time("not a time") is None
+
+
+async def test_undo_runs_newest_first_and_survives_a_failing_step(caplog: pytest.LogCaptureFixture) -> None:
+    done: list[str] = []
+
+    async def step(name: str) -> None:
+        done.append(name)
+
+    async def broken() -> None:
+        raise OSError("secret text")
+
+    with caplog.at_level(logging.WARNING, logger="memoryport"), pytest.raises(ConnectionError):
+        async with Undo("store x") as undo:
+            undo.push(lambda: step("first"))
+            undo.push(broken)
+            undo.push(lambda: step("third"))
+            raise ConnectionError
+    assert done == ["third", "first"]
+    assert "store x: undoing a failed write failed: OSError" in caplog.text and "secret" not in caplog.text
+
+
+async def test_undo_does_nothing_on_success() -> None:
+    done: list[str] = []
+
+    async def step() -> None:
+        done.append("undone")
+
+    async with Undo("s") as undo:
+        undo.push(step)
+    assert done == []
