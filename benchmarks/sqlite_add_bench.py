@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.sqlite_bench import DIM, Corpus, LookupEmbedder, interleaved, remove, scratch, table
-from memoryport import MemoryRecord, MemoryScope, SQLiteMemory
+from memoryport import GuardedMemory, MemoryRecord, MemoryScope, SQLiteMemory
 
 USER = MemoryScope(user_id="u1")
 
@@ -62,7 +62,7 @@ def pragmas(conn: Any) -> str:
 
 async def memoryport(
     folder: Path, corpus: Corpus, base: int, with_vectors: bool, durability: str, name: str
-) -> tuple[SQLiteMemory, Callable[[str, Any], Any], str]:
+) -> tuple[GuardedMemory[Any], Callable[[str, Any], Any], str]:
     embedder = LookupEmbedder() if with_vectors else None
     path = folder / f"{name}.db"
     remove(path)
@@ -222,7 +222,7 @@ async def compare(args: argparse.Namespace, folder: Path) -> str:
         out.append(table(["system", "median ms", "p95 ms", "x memoryport normal", "journal, synchronous"], rows))
         out.extend(f"\nskipped: {s}" for s in skipped)
         for obj, _, _ in systems.values():
-            if isinstance(obj, SQLiteMemory):
+            if isinstance(obj, GuardedMemory):
                 await obj.aclose()
             elif hasattr(obj, "close"):
                 obj.close()
