@@ -29,6 +29,7 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import statistics
 import sys
 import time
@@ -195,7 +196,7 @@ async def compare(args: argparse.Namespace, folder: Path) -> str:
                 systems[label] = await memoryport(
                     folder, corpus, args.base, with_vectors, durability, f"mp-{durability}"
                 )
-            except TypeError as exc:  # a memoryport before durability= existed
+            except Exception as exc:  # a memoryport before durability= existed refuses it
                 print(f"skipped {label}: {exc}", file=sys.stderr)
         skipped = []
         for wal, label in (
@@ -324,7 +325,11 @@ async def main(argv: list[str] | None = None) -> str:
         f"Python {platform.python_version()}, {os.cpu_count()} cores, load average {load:.1f} at the start "
         "(the machine is shared)"
     )
-    body = await (profile(args, folder) if args.profile else compare(args, folder))
+    try:
+        body = await (profile(args, folder) if args.profile else compare(args, folder))
+    finally:
+        if args.folder is None:
+            shutil.rmtree(folder, ignore_errors=True)
     return head + "\n" + body
 
 
