@@ -33,7 +33,7 @@ def open_backend(name: str, folder: Path, **kwargs: Any) -> tuple[Any, Any]:
         memory = PostgresMemory(dsn, schema="mp_bench_" + os.urandom(4).hex(), **kwargs)
         return memory, (lambda: handle.cleanup()) if handle is not None else (lambda: None)
     from memoryport import CallableMemory
-    from memoryport.testing import InMemoryStore  # type: ignore[import-not-found]
+    from memoryport.testing import InMemoryStore
 
     store = InMemoryStore()
     ops = ("add", "search", "get", "delete", "export", "purge", "update", "count")

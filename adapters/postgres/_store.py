@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import re
 import struct
 from collections import defaultdict
@@ -20,12 +19,13 @@ import numpy as np
 
 from memoryport import ranking
 from memoryport._checks import check_int, check_number
-from memoryport._embedding import EmbeddingPort, check_matrix
-from memoryport._errors import BackendError, EmbedderMismatch, EmbeddingError, InvalidInput, UsageError
+from memoryport._embedding import EmbeddingPort
+from memoryport._errors import BackendError, EmbedderMismatch, InvalidInput, UsageError
 from memoryport._extras import require
 from memoryport._filters import Filters
 from memoryport._port import Capability, SearchResults
 from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate, SearchMode, utcnow
+from memoryport.storekit import embed_unit as _embed
 
 from ._schema import SchemaInfo, hnsw_ddl, migrate, quote_ident, read_schema
 
@@ -1109,20 +1109,3 @@ def _schema_version() -> int:
     return SCHEMA_VERSION
 
 
-async def _embed(embedder: EmbeddingPort, texts: list[str]) -> F32:
-    """Unit-length float32 rows; any failure of the embedder becomes :class:`EmbeddingError`."""
-    try:
-        rows = await embedder.embed(texts)
-    except EmbeddingError:
-        raise
-    except Exception as exc:
-        raise EmbeddingError(
-            f"embedder {embedder.name!r} failed: {type(exc).__name__}", backend=embedder.name, operation="embed"
-        ) from exc
-    matrix = check_matrix(rows, len(texts), int(embedder.dim), embedder.name)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    out = np.ascontiguousarray(matrix / np.maximum(norms, 1e-12), dtype=np.float32)
-    if not np.isfinite(out).all() or math.isnan(float(out.sum())):
-        raise EmbeddingError(f"embedder {embedder.name!r} returned non-finite values", backend=embedder.name,
-                             operation="embed")
-    return out

@@ -19,6 +19,7 @@ from memoryport._sync import run_sync
 from memoryport.ranking import NEIGHBOUR_WEIGHT, NEIGHBOUR_WINDOW
 
 from ._driver import available_drivers, load_driver
+from ._graph import SQLiteGraph
 from ._store import SCHEMA_VERSION, SQLiteStore, reembed_file
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SCHEMA_VERSION",
+    "SQLiteGraph",
     "SQLiteMemory",
     "SQLiteStore",
     "available_drivers",

@@ -19,6 +19,7 @@ from memoryport._errors import BackendError, EmbedderMismatch, UsageError
 from . import _erasure
 from ._connection import Database, is_busy
 from ._files import cannot_write, tighten
+from ._graph import GRAPH_DDL
 from ._rows import Conn
 
 __all__ = ["FTS_DDL", "MIGRATIONS", "SCHEMA_VERSION", "SECURE_DELETE_FTS5", "bump", "meta_int", "open_file"]
@@ -47,6 +48,7 @@ MIGRATIONS: list[tuple[str, ...]] = [
         "INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', 0), ('records', 0)",
     ),
     ("ALTER TABLE records ADD COLUMN updated_at INTEGER",),
+    GRAPH_DDL,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -44,6 +44,7 @@ from ._connection import DURABILITY, Database
 from ._driver import load_driver, version_tuple
 from ._erasure import erase_rows, expired_rows
 from ._files import create_file
+from ._graph import erase_graph
 from ._reembed import reembed_file
 from ._rows import COLUMNS, Cond, Conn, filter_sql, record_from_row, scope_sql, tenant_token, us
 from ._schema import SCHEMA_VERSION, SECURE_DELETE_FTS5, bump, open_file
@@ -305,6 +306,10 @@ class SQLiteStore:
             ):
                 # Nothing of this user is left: drop even the hashed key of its generation.
                 conn.execute("DELETE FROM generations WHERE tenant = ?", (tenant_token(scope.user_id),))
+            whole_user = scope.user_id is not None and scope.session_id is None and scope.agent_id is None
+            # Erasing a user erases their entity graph too (same transaction).
+            if ids is None and whole_user and erase_graph(conn, str(scope.user_id)):
+                _erasure.mark_erased(conn)
             return len(rows)
 
         return self.db.write(write, erasing=True)

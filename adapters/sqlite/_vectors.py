@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memoryport._embedding import EmbeddingPort, check_matrix
-from memoryport._errors import BackendError, EmbeddingError
+from memoryport._errors import BackendError
 from memoryport._records import MemoryRecord, MemoryScope
+from memoryport.storekit import embed_unit
 
 from ._rows import NEVER, Cond, Conn, ScopeKey, covers, expiry, filter_sql, scope_key, scope_sql, tenant_token
 
@@ -52,17 +52,7 @@ def normalise(matrix: F32) -> F32:
     return np.ascontiguousarray(matrix / np.maximum(norms, 1e-12), dtype=np.float32)
 
 
-async def embed(embedder: EmbeddingPort, texts: list[str]) -> F32:
-    """Unit-length float32 rows; any failure of the embedder becomes :class:`EmbeddingError`."""
-    try:
-        rows = await embedder.embed(texts)
-    except EmbeddingError:
-        raise
-    except Exception as exc:
-        raise EmbeddingError(
-            f"embedder {embedder.name!r} failed: {type(exc).__name__}", backend=embedder.name, operation="embed"
-        ) from exc
-    return normalise(check_matrix(rows, len(texts), int(embedder.dim), embedder.name))
+embed = embed_unit  # the core's: a batch as unit-length float32 rows, failures as EmbeddingError
 
 
 class Block:

@@ -57,18 +57,20 @@ from ._timerange import TimeBound
 
 if TYPE_CHECKING:
     from ._copy import CopyReport, copy_memories, copy_memories_sync
+    from ._graph import Fact, GraphPort, KnowledgeGraph, NewFact, Related
     from ._rerank import CallableReranker, RerankerPort
     from .adapters.callable import CallableMemory
     from .adapters.graphiti import GraphitiMemory
     from .adapters.mem0 import Mem0Memory
     from .adapters.postgres import PostgresMemory
-    from .adapters.sqlite import SQLiteMemory
+    from .adapters.sqlite import SQLiteGraph, SQLiteMemory
     from .adapters.zep import ZepMemory
     from .curated import AgentMemory, CurationPolicy, NewMemory, curated_tools
     from .embedders.local import LocalEmbedder
     from .embedders.openai import OpenAIEmbedder
     from .embedders.rerank import CrossEncoderReranker
     from .embedders.sentence_transformers import SentenceTransformerEmbedder
+    from .knowledge import ChunkOptions, ImportReport, import_knowledge, import_knowledge_sync
     from .tools import (
         MemoryTool,
         MemoryTools,
@@ -78,6 +80,7 @@ if TYPE_CHECKING:
         anthropic_tools,
         dispatch_tool_call,
         find_pii,
+        graph_tools,
         mcp_server,
         memory_tools,
         openai_tools,
@@ -123,6 +126,17 @@ _LAZY: dict[str, str] = {
     "ZepMemory": "memoryport.adapters.zep",
     "copy_memories": "memoryport._copy",
     "copy_memories_sync": "memoryport._copy",
+    "ChunkOptions": "memoryport.knowledge",
+    "Fact": "memoryport._graph",
+    "GraphPort": "memoryport._graph",
+    "KnowledgeGraph": "memoryport._graph",
+    "NewFact": "memoryport._graph",
+    "Related": "memoryport._graph",
+    "SQLiteGraph": "memoryport.adapters.sqlite",
+    "graph_tools": "memoryport.tools",
+    "ImportReport": "memoryport.knowledge",
+    "import_knowledge": "memoryport.knowledge",
+    "import_knowledge_sync": "memoryport.knowledge",
     "AgentMemory": "memoryport.curated",
     "CurationPolicy": "memoryport.curated",
     "NewMemory": "memoryport.curated",
@@ -138,6 +152,7 @@ __all__ = [
     "CallableMemory",
     "CallableReranker",
     "Capability",
+    "ChunkOptions",
     "CopyReport",
     "CrossEncoderReranker",
     "CurationPolicy",
@@ -145,10 +160,14 @@ __all__ = [
     "EmbeddingError",
     "EmbeddingPort",
     "EventSink",
+    "Fact",
+    "GraphPort",
     "GraphitiMemory",
     "GuardOptions",
     "GuardedMemory",
+    "ImportReport",
     "InvalidInput",
+    "KnowledgeGraph",
     "Limits",
     "LocalEmbedder",
     "Mem0Memory",
@@ -163,11 +182,14 @@ __all__ = [
     "MemoryportError",
     "MetadataValue",
     "MissingExtra",
+    "NewFact",
     "NewMemory",
     "OpenAIEmbedder",
     "PendingWrite",
     "PostgresMemory",
+    "Related",
     "RerankerPort",
+    "SQLiteGraph",
     "SQLiteMemory",
     "SearchMode",
     "SearchResults",
@@ -190,6 +212,9 @@ __all__ = [
     "curated_tools",
     "dispatch_tool_call",
     "find_pii",
+    "graph_tools",
+    "import_knowledge",
+    "import_knowledge_sync",
     "mcp_server",
     "memory_tools",
     "openai_tools",

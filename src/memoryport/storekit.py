@@ -7,7 +7,9 @@
 - :func:`chunks`: a long list in pieces (SQL parameter limits, SDK page sizes);
 - :class:`Undo`: undo-on-failure, so a batch is all or nothing on stores
   without transactions;
-- :func:`parse_time`: a time read back from an SDK, as aware UTC.
+- :func:`parse_time`: a time read back from an SDK, as aware UTC;
+- :func:`embed_unit`: a batch embedded as unit-length float32 rows (what a
+  store that ranks by cosine keeps), every embedder failure an ``EmbeddingError``.
 
 Argument checks and ranking are in :mod:`memoryport.ranking` and the guard;
 see ``docs/write-an-adapter.md``.
@@ -22,14 +24,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from types import TracebackType
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._errors import InvalidInput, UsageError
+from ._embedding import EmbeddingPort, check_matrix
+from ._errors import EmbeddingError, InvalidInput, UsageError
 from ._port import SearchResults
 from ._records import MemoryHit, MemoryRecord
 from ._time import parse_time
 
-__all__ = ["CHUNK", "Undo", "chunks", "duplicate_id", "id_of", "ids_of", "parse_time", "recent"]
+__all__ = ["CHUNK", "Undo", "chunks", "duplicate_id", "embed_unit", "id_of", "ids_of", "parse_time", "recent"]
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 logger = logging.getLogger("memoryport")
 T = TypeVar("T")
@@ -164,3 +171,36 @@ class Undo:
                 logger.warning(
                     "%s: undoing a failed write failed: %s", self._backend, type(undo_exc).__name__
                 )
+
+
+async def embed_unit(embedder: EmbeddingPort, texts: list[str]) -> npt.NDArray[np.float32]:
+    """``texts`` embedded as unit-length float32 rows (a zero row stays zero), C-contiguous.
+
+    Any failure of the embedder, a wrong shape or a non-finite value becomes
+    :class:`~memoryport.EmbeddingError` naming the embedder (never a text).
+
+    Example:
+        >>> import asyncio, numpy as np
+        >>> from memoryport import CallableEmbedder
+        >>> twice = CallableEmbedder(lambda texts: np.full((len(texts), 2), 3.0), dim=2, name="flat")
+        >>> [round(float(x), 3) for x in asyncio.run(embed_unit(twice, ["a"]))[0]]
+        [0.707, 0.707]
+    """
+    import numpy as np
+
+    try:
+        rows: Any = await embedder.embed(texts)
+    except EmbeddingError:
+        raise
+    except Exception as exc:
+        raise EmbeddingError(
+            f"embedder {embedder.name!r} failed: {type(exc).__name__}", backend=embedder.name, operation="embed"
+        ) from exc
+    matrix = check_matrix(rows, len(texts), int(embedder.dim), embedder.name)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    out = np.ascontiguousarray(matrix / np.maximum(norms, 1e-12), dtype=np.float32)
+    if not np.isfinite(out).all():
+        raise EmbeddingError(
+            f"embedder {embedder.name!r} returned non-finite values", backend=embedder.name, operation="embed"
+        )
+    return out

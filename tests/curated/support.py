@@ -10,6 +10,7 @@ import numpy as np
 
 from memoryport import CallableEmbedder, MemoryScope
 from memoryport._records import utcnow
+from memoryport.testing import InMemoryStore
 
 ANN = MemoryScope(user_id="ann")
 BEN = MemoryScope(user_id="ben")
@@ -17,19 +18,6 @@ BEN = MemoryScope(user_id="ben")
 
 def reference_functions() -> dict[str, Any]:
     """The public reference store's operations, as the host functions CallableMemory takes, and its capabilities."""
-    try:
-        from memoryport.testing import InMemoryStore  # type: ignore[import-not-found]
-    except ImportError:  # until the public reference store lands (issue 11)
-        import importlib.util
-        from pathlib import Path
-
-        path = Path(__file__).resolve().parent.parent / "core" / "dictstore.py"
-        spec = importlib.util.spec_from_file_location("_curated_dictstore", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        InMemoryStore = module.DictStore
-
     store = InMemoryStore()
     ops = ("add", "search", "get", "delete", "export", "purge", "update", "count")
     fns: dict[str, Any] = {op: getattr(store, op) for op in ops}

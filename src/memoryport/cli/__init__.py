@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "stats": "memoryport.cli.stats:register",
     "mcp": "memoryport.cli.mcp:register",
     "copy": "memoryport.cli.copy:register",
+    "import": "memoryport.cli.knowledge:register",
     "migrate": "memoryport.cli.migrate:register",
     "vacuum": "memoryport.cli.migrate:register_vacuum",
     "serve": "memoryport.cli.serve:register",
@@ -48,6 +49,7 @@ EPILOG = """examples:
   memoryport stats --db memory.db
   memoryport reembed --db memory.db                    re-embed every memory with the local model
   memoryport mcp --db memory.db --user ann             serve the tools to an MCP client
+  memoryport import handbook/ --db memory.db --user ann    import a folder of documents as knowledge
   memoryport copy old.db new.db --user ann             copy Ann's memories (also to/from module:factory)
   memoryport copy memory.db postgresql://app@db/app --user ann      ... or into PostgreSQL
   memoryport migrate --dsn postgresql://owner@db/app   create or upgrade the PostgreSQL schema

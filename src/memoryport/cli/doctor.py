@@ -19,6 +19,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "openai": ("httpx",),
     "sentence-transformers": ("sentence-transformers", "torch"),
     "mcp": ("mcp",),
+    "pdf": ("pypdf",),
     "postgres": ("psycopg", "psycopg-pool"),
     "server": ("starlette", "uvicorn"),
     "langgraph": ("langgraph",),

@@ -803,6 +803,9 @@ class AgentMemory:
     ) -> list[MemoryItem]:
         """Memories due within ``within`` from now (and overdue ones), not done, soonest first.
 
+        At most ``limit`` (100); when more are due, the most recently written
+        ones are taken (the port lists newest first), then sorted by due time.
+
         Example:
             >>> [m.text for m in await memory.upcoming(scope=ann, within="7d")]  # doctest: +SKIP
             ['Dentist on Friday at 9']

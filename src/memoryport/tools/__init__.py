@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._context import ScopeFrom, ToolContext, ToolError, scope_from_context, thread_scope, user_scope
+from ._graph_tools import graph_tools
 from ._pii import PIIKind, PIIMatch, find_pii, pii_check, redact_pii
 from ._tools import (
     RECALL_NOTE,
@@ -51,6 +52,7 @@ __all__ = [
     "anthropic_tools",
     "dispatch_tool_call",
     "find_pii",
+    "graph_tools",
     "mcp_server",
     "memory_tools",
     "openai_tools",
