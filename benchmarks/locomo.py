@@ -14,6 +14,7 @@ per category. Malformed evidence ids are normalised where unambiguous
     python benchmarks/locomo.py [DATA] [--modes keyword,vector,hybrid] [--cache DIR] [--json FILE]
     python benchmarks/locomo.py [DATA] --ablation      # one row per ranking change, cumulative
     python benchmarks/locomo.py [DATA] --backend postgres [--dsn DSN] --cache DIR   # PostgresMemory
+    python benchmarks/locomo.py [DATA] --modes hybrid --min-similarity 0.1,0.2,0.3   # similarity floors
     python benchmarks/locomo.py [DATA] --curated [--now last-session]   # + recall through AgentMemory
 
 ``--curated`` adds, for every mode, two rows: ``<mode>+layer`` asks the same
@@ -273,6 +274,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         }
     else:
         memories = {mode: SQLiteMemory(db, embedder=embedder, search_mode=mode) for mode in modes}
+        # Hybrid search with a similarity floor for vector-only hits, side by side with the others.
+        for floor in args.min_similarity:
+            memories[f"hybrid, min_similarity {floor:g}"] = SQLiteMemory(db, embedder=embedder, min_similarity=floor)
     writer = memories[modes[0]]
     if args.curated:
         last = {c.sample_id: max(t.date for t in c.turns) + timedelta(days=1) for c in conversations}
@@ -413,6 +417,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ablation", action="store_true", help="one row per ranking change (cumulative)")
     ap.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite", help="where the records live")
     ap.add_argument("--dsn", default=None, help="PostgreSQL DSN for --backend postgres (default: start pgserver)")
+    ap.add_argument("--min-similarity", default=[], type=lambda s: [float(v) for v in s.split(",")],
+                    help="also run hybrid search with these similarity floors for vector-only hits, e.g. 0.1,0.2")
     ap.add_argument("--curated", action="store_true", help="also ask through AgentMemory (salience on)")
     ap.add_argument("--now", choices=("real", "last-session"), default="real",
                     help="the layer's clock with --curated (recency counts from it)")

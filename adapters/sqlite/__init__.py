@@ -53,6 +53,7 @@ def SQLiteMemory(
     context_weight: float = NEIGHBOUR_WEIGHT,
     context_window: int = NEIGHBOUR_WINDOW,
     durability: str = "normal",
+    min_similarity: float = 0.0,
     **guard: Unpack[GuardOptions],
 ) -> GuardedMemory[SQLiteStore]:
     """Long-term memory in one SQLite file: FTS5 keyword search, optional vectors, real erasure.
@@ -100,6 +101,12 @@ def SQLiteMemory(
             lose the last transactions committed before it (never corrupts the
             file). ``"full"`` (``synchronous=FULL``): every commit is fsynced,
             so it survives a power loss too; each write then waits for the disk.
+        min_similarity: in hybrid search, a record that no query word matches
+            comes back only when its cosine similarity to the query is at
+            least this (0 keeps every candidate). Keeps an unrelated record
+            from looking like a match when nothing better exists; the right
+            value depends on the model (0.2 for all-MiniLM-L6-v2, see
+            docs/sqlite.md, "What scores mean").
         **guard: the guard's options (:class:`~memoryport.GuardOptions`);
             ``retention_days`` also makes the store delete records past it on
             every write to their user and on ``purge()``.
@@ -132,6 +139,7 @@ def SQLiteMemory(
         context_weight=context_weight,
         context_window=context_window,
         durability=durability,
+        min_similarity=min_similarity,
     )
     return GuardedMemory(store, **guard)
 

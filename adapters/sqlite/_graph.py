@@ -201,9 +201,13 @@ class SQLiteGraphStore:
             else:
                 valid, params = _valid(None if as_of is None else _us(as_of))
             rows = conn.execute(
-                f"{self._FACT_SQL} WHERE f.user_id = ? AND (f.subject = ? OR f.object = ?) AND {valid} "
+                # Two indexed lookups (by subject, by object) rather than an OR that scans the user's facts.
+                f"{self._FACT_SQL} WHERE f.fid IN ("
+                "SELECT fid FROM graph_facts INDEXED BY graph_facts_subject WHERE user_id = ? AND subject = ? "
+                "UNION ALL SELECT fid FROM graph_facts INDEXED BY graph_facts_object WHERE user_id = ? AND object = ?) "
+                f"AND {valid} "
                 "ORDER BY f.valid_from, f.fid LIMIT ?",
-                [user_id, eid, eid, *params, limit],
+                [user_id, eid, user_id, eid, *params, limit],
             ).fetchall()
             return [self._fact(r) for r in rows]
 
@@ -223,10 +227,12 @@ class SQLiteGraphStore:
                 f"""WITH RECURSIVE walk(eid, depth, fid) AS (
                     SELECT ?, 0, NULL
                     UNION
-                    SELECT f.object, w.depth + 1, f.fid FROM walk w JOIN graph_facts f
+                    SELECT f.object, w.depth + 1, f.fid FROM walk w
+                        CROSS JOIN graph_facts f INDEXED BY graph_facts_subject
                         ON f.user_id = ? AND f.subject = w.eid WHERE w.depth < ? AND {valid}
                     UNION
-                    SELECT f.subject, w.depth + 1, f.fid FROM walk w JOIN graph_facts f
+                    SELECT f.subject, w.depth + 1, f.fid FROM walk w
+                        CROSS JOIN graph_facts f INDEXED BY graph_facts_object
                         ON f.user_id = ? AND f.object = w.eid WHERE w.depth < ? AND {valid}
                 )
                 SELECT eid, MIN(depth), fid FROM walk WHERE eid != ? GROUP BY eid ORDER BY 2, 1 LIMIT ?""",
@@ -261,11 +267,13 @@ class SQLiteGraphStore:
                     SELECT ?, 0, ',' || ? || ',', ''
                     UNION ALL
                     SELECT f.object, p.depth + 1, p.nodes || f.object || ',', p.fids || f.fid || ','
-                        FROM p JOIN graph_facts f ON f.user_id = ? AND f.subject = p.eid
+                        FROM p CROSS JOIN graph_facts f INDEXED BY graph_facts_subject
+                        ON f.user_id = ? AND f.subject = p.eid
                         WHERE p.depth < ? AND p.eid != ? AND instr(p.nodes, ',' || f.object || ',') = 0 AND {valid}
                     UNION ALL
                     SELECT f.subject, p.depth + 1, p.nodes || f.subject || ',', p.fids || f.fid || ','
-                        FROM p JOIN graph_facts f ON f.user_id = ? AND f.object = p.eid
+                        FROM p CROSS JOIN graph_facts f INDEXED BY graph_facts_object
+                        ON f.user_id = ? AND f.object = p.eid
                         WHERE p.depth < ? AND p.eid != ? AND instr(p.nodes, ',' || f.subject || ',') = 0 AND {valid}
                 )
                 SELECT fids FROM p WHERE eid = ? ORDER BY depth, fids LIMIT ?""",

@@ -71,6 +71,11 @@ def search_hits(
         job = store.numpy.submit(store.vectors.ranking_job(conn, qvec, scope, limit, filters, now))
         keyword = keyword_ranking(conn, store.keyword_index, query, scope, limit, filters, now)
         vector = job.result()
+        if store.min_similarity > 0:
+            # A candidate found by vectors alone must be similar enough in absolute terms: min-max
+            # fusion would otherwise give the best of unrelated records a confident-looking score.
+            words = {rid for rid, _ in keyword}
+            vector = [(rid, cos) for rid, cos in vector if rid in words or cos >= store.min_similarity]
         scored = ranking.fuse(keyword, vector)
         signal = "hybrid"
     if signal == "vector":

@@ -102,6 +102,7 @@ class SQLiteStore:
         context_weight: float = ranking.NEIGHBOUR_WEIGHT,
         context_window: int = ranking.NEIGHBOUR_WINDOW,
         durability: str = "normal",
+        min_similarity: float = 0.0,
     ) -> None:
         if not isinstance(durability, str) or durability not in DURABILITY:
             raise InvalidInput(
@@ -117,6 +118,7 @@ class SQLiteStore:
         rerank_candidates = check_int(rerank_candidates, "rerank_candidates")
         context_weight = check_number(context_weight, "context_weight", minimum=0.0, maximum=1.0)
         context_window = check_int(context_window, "context_window", minimum=0)
+        min_similarity = check_number(min_similarity, "min_similarity", minimum=-1.0, maximum=1.0)
         if search_mode not in ("hybrid", "vector", "keyword"):
             raise InvalidInput("search_mode must be 'hybrid', 'vector' or 'keyword'", field="search_mode")
         self.search_mode: SearchMode = search_mode  # type: ignore[assignment]  # one of three, checked above
@@ -133,6 +135,7 @@ class SQLiteStore:
         self.rerank_candidates = rerank_candidates
         self.context_weight = context_weight
         self.context_window = context_window
+        self.min_similarity = min_similarity
         self.vectors = VectorCache(int(embedder.dim) if embedder is not None else 0, cache_bytes)
         self._closed = False
         create_file(self.path)

@@ -36,6 +36,7 @@ from memoryport import (
     InvalidInput,
     MemoryRecord,
     MemoryScope,
+    MemoryUpdate,
     UnsupportedCapability,
     UsageError,
 )
@@ -623,6 +624,12 @@ async def test_user_only_capabilities_are_refused(zep_memory: GuardedMemory[ZepS
         await zep_memory.search("x", scope=ANN, filters={"k": 1})
     with pytest.raises(UnsupportedCapability):
         await zep_memory.purge()
+    with pytest.raises(UnsupportedCapability):
+        await zep_memory.update([MemoryUpdate(id="x", text="y")], scope=ANN)
+    with pytest.raises(UnsupportedCapability):
+        await zep_memory.count(ANN)
+    with pytest.raises(UnsupportedCapability):
+        await zep_memory.search("x", scope=ANN, filters={"k": {"$gte": 1}})
     assert zep_fake.requests == []  # refused before the backend was called
 
 

@@ -14,8 +14,8 @@ from .support import ANN, BEN
 
 pytestmark = pytest.mark.anyio
 
-ANN_CTX = ToolContext(user_id="ann", thread_id="chat-1")
-BEN_CTX = ToolContext(user_id="ben", thread_id="chat-2")
+ANN_CTX = ToolContext(user_id="ann", session_id="chat-1")
+BEN_CTX = ToolContext(user_id="ben", session_id="chat-2")
 
 
 def make(memory: GuardedMemory, tier: str = "standard", **kwargs: object) -> tuple[AgentMemory, object]:
@@ -147,13 +147,13 @@ async def test_standard_tools_reminders_update_and_recall_filters(memory: Guarde
     assert await memory.export(BEN) == []
 
 
-async def test_thread_scoped_tools_dedup_only_inside_the_thread(memory: GuardedMemory) -> None:
-    from memoryport import thread_scope
+async def test_session_scoped_tools_dedup_only_inside_the_thread(memory: GuardedMemory) -> None:
+    from memoryport import session_scope
 
     agent = AgentMemory(memory)
-    tools = curated_tools(agent, scope_from=thread_scope)
-    one = ToolContext(user_id="ann", thread_id="t1")
-    two = ToolContext(user_id="ann", thread_id="t2")
+    tools = curated_tools(agent, scope_from=session_scope)
+    one = ToolContext(user_id="ann", session_id="t1")
+    two = ToolContext(user_id="ann", session_id="t2")
     a = await tools.dispatch("remember", {"text": "Ann likes green tea"}, one)
     b = await tools.dispatch("remember", {"text": "Ann likes green tea"}, two)
     assert a["action"] == b["action"] == "added" and a["id"] != b["id"]

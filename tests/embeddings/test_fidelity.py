@@ -1,12 +1,16 @@
 """LocalEmbedder reproduces sentence-transformers (torch) on at least 1,000 sentences.
 
-Runs wherever torch and sentence-transformers are installed (``make setup``
-installs them); skipped with the reason otherwise.
+Runs wherever torch and sentence-transformers are installed. ``make setup``
+installs them only when pip resolves ``torch==2.13.0`` to a CPU build (never the
+CUDA build with its 2.7 GB of nvidia wheels); elsewhere the test is skipped and
+says why. CI sets ``MEMORYPORT_REQUIRE_FIDELITY=1``: there a missing torch fails
+the run instead of skipping it.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import numpy as np
 import pytest
@@ -15,13 +19,25 @@ from memoryport import LocalEmbedder, MemoryEvent
 
 from ._data import sentences
 
-pytestmark = [
-    pytest.mark.anyio,
-    pytest.mark.skipif(
-        importlib.util.find_spec("torch") is None or importlib.util.find_spec("sentence_transformers") is None,
-        reason="torch and sentence-transformers are not installed (pip install torch==2.13.0 sentence-transformers)",
-    ),
-]
+MISSING = [m for m in ("torch", "sentence_transformers") if importlib.util.find_spec(m) is None]
+REQUIRED = os.environ.get("MEMORYPORT_REQUIRE_FIDELITY") == "1"
+WHY = (
+    f"{' and '.join(MISSING)} not installed: `make setup` installs torch==2.13.0 only when pip resolves it "
+    "to a CPU build, and here it resolves to a CUDA build (install a CPU build of torch and "
+    "sentence-transformers yourself to run this test)"
+)
+
+pytestmark = pytest.mark.anyio
+needs_torch = pytest.mark.skipif(bool(MISSING), reason=WHY)
+
+
+def test_the_fidelity_test_runs_where_it_is_required() -> None:
+    """CI (MEMORYPORT_REQUIRE_FIDELITY=1) must run the comparison, never skip it."""
+    if REQUIRED:
+        assert not MISSING, WHY
+    elif MISSING:
+        pytest.skip(WHY)
+
 
 N = 1000
 
@@ -33,6 +49,7 @@ def reference(model_path: object) -> object:
     return SentenceTransformerEmbedder(str(model_path), device="cpu", batch_size=64)
 
 
+@needs_torch
 async def test_cosine_to_sentence_transformers(local: LocalEmbedder, reference: object) -> None:
     from memoryport.embedders.sentence_transformers import SentenceTransformerEmbedder
 
@@ -50,6 +67,7 @@ async def test_cosine_to_sentence_transformers(local: LocalEmbedder, reference: 
     assert (np.argsort(-q, axis=1)[:, :5] == np.argsort(-r, axis=1)[:, :5]).mean() > 0.99
 
 
+@needs_torch
 async def test_sentence_transformer_embedder(reference: object, events: list[MemoryEvent]) -> None:
     from memoryport.embedders.sentence_transformers import SentenceTransformerEmbedder
 

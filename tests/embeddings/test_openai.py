@@ -150,20 +150,29 @@ async def test_client_errors_are_not_retried(api: FakeAPI) -> None:
     assert "tea" not in str(err.value)  # the server's message may quote the input: never repeated
 
 
+# The stalled request never gets an answer until the test ends, so its timeout fires
+# whatever the machine's load; the timeout is long enough that an answered request
+# never hits it, even on a busy machine.
+TIMEOUT = 3.0
+
+
 async def test_timeout(api: FakeAPI) -> None:
     api.script = [api.stall]
-    emb = make(api, timeout=0.3, max_retries=0)
+    emb = make(api, timeout=TIMEOUT, max_retries=0)
     with pytest.raises(EmbeddingError, match="Timeout"):
         await emb.embed(["tea"])
     await emb.aclose()
+    assert len(api.requests) == 1
 
 
 async def test_timeout_then_success_is_retried(api: FakeAPI) -> None:
     api.script = [api.stall]
-    emb = make(api, timeout=0.3, max_retries=1)
+    emb = make(api, timeout=TIMEOUT, max_retries=1)
     rows = await emb.embed(["tea"])
     await emb.aclose()
     assert rows.shape == (1, DIM)
+    assert len(api.requests) == 2  # the stalled one, then the retry that was answered
+    assert np.allclose(rows[0], vector("tea"))
 
 
 async def test_connection_refused() -> None:

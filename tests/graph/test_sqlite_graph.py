@@ -150,9 +150,9 @@ async def test_tools_take_the_user_from_the_context(memory: SQLiteMemory) -> Non
     graph = SQLiteGraph(memory, single_valued={"lives_in"})
     await graph.add_facts([NewFact(subject="Ann", relation="lives_in", object="Porto")], scope=ANN)
     await graph.add_facts([NewFact(subject="Porto", relation="in", object="Portugal")], scope=ANN)
-    tools = MemoryTools([*memory_tools(memory), *graph_tools(graph)], memory)
+    tools = MemoryTools.from_tools([*memory_tools(memory), *graph_tools(graph)], memory)
     assert {"facts_about", "related"} <= set(tools.names)
-    ann = ToolContext(user_id="ann", thread_id="t1")
+    ann = ToolContext(user_id="ann", session_id="t1")
     out = await tools.dispatch("facts_about", {"entity": "Ann"}, ann)
     assert [(f["relation"], f["object"]) for f in out["facts"]] == [("lives_in", "Porto")]
     out = await tools.dispatch("related", '{"entity": "Ann"}', ann)
@@ -164,7 +164,7 @@ async def test_tools_take_the_user_from_the_context(memory: SQLiteMemory) -> Non
     assert out == {"entity": "Ann", "facts": [], "count": 0}
     out = await tools.dispatch("related", {"entity": "Ann", "depth": 9}, ann)
     assert out["error"]["code"] == "invalid_arguments"
-    out = await tools.dispatch("facts_about", {"entity": "Ann"}, ToolContext(thread_id="anon"))
+    out = await tools.dispatch("facts_about", {"entity": "Ann"}, ToolContext(session_id="anon"))
     assert out["error"]["code"] == "anonymous"
     assert tools["related"].openai()["function"]["parameters"]["properties"].keys() == {"entity", "depth"}
     await memory.aclose()

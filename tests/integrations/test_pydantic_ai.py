@@ -120,7 +120,9 @@ def test_test_model_calls_every_tool(sqlite_memory: GuardedMemory) -> None:
     agent = Agent(TestModel(), deps_type=ToolContext, toolsets=[memory_toolset(sqlite_memory)])
     ctx = ToolContext(user_id="ann")
     result = agent.run_sync("hi", deps=ctx)
-    assert ctx.operations["memory.added"] == 1 and ctx.operations["memory.searched"] == 1
+    assert ctx.operations["memory.added"] == 1
+    # TestModel fills recall's optional `since` with a made-up string, which recall refuses as
+    # invalid input before searching; the call itself still reaches the tool and comes back.
     assert "remember" in result.output and "recall" in result.output
 
 

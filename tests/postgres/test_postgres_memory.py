@@ -366,3 +366,16 @@ async def test_hnsw_index_serves_large_scopes_and_stays_correct(pg: Server, monk
         assert (await m.search("lantern lantern new", scope=ANN, k=1))[0].record.text == "lantern lantern new"
     finally:
         await m.aclose()
+
+
+def test_without_psycopg_the_error_names_the_extra() -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; sys.modules['psycopg'] = None\n"
+        "from memoryport import PostgresMemory\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "MissingExtra" in proc.stderr and 'pip install "memoryport[postgres]"' in proc.stderr

@@ -252,7 +252,7 @@ def test_tool_endpoint_answers_exactly_as_dispatch(live: Live, name: str, argume
     raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
     with live.client("ann", **{"X-Memoryport-Thread": "t1"}) as ann:
         over_http = ann.post(f"/v1/tools/{name}", content=raw).json()
-    in_process = _dispatch(live.db, name, raw, user_id="ann", thread_id="t1")
+    in_process = _dispatch(live.db, name, raw, user_id="ann", session_id="t1")
     if name == "remember" and "id" in in_process:
         assert _shape(over_http) == _shape(in_process) == {"id": "str", "remembered": "bool"}
     else:
@@ -273,14 +273,14 @@ def test_every_listed_tool_answers_as_dispatch_on_refusals(live: Live) -> None:
 def test_every_tool_round_trips_over_http(tmp_path: Path) -> None:
     with live_server(tmp_path) as live, live.client("ann", **{"X-Memoryport-Thread": "chat-1"}) as ann:
         names = [t["name"] for t in ann.get("/v1/tools").json()]
-        assert names == ["remember", "recall", "forget"]
+        assert names == ["remember", "recall", "forget", "update_memory"]  # SQLite can update: update_memory is offered
         saved = ann.post("/v1/tools/remember", json={"text": "Ann likes hiking in the Alps"}).json()
         assert saved["remembered"] is True
         recalled = ann.post("/v1/tools/recall", json={"query": "hiking"}).json()
-        assert recalled == _dispatch(live.db, "recall", {"query": "hiking"}, user_id="ann", thread_id="chat-9")
+        assert recalled == _dispatch(live.db, "recall", {"query": "hiking"}, user_id="ann", session_id="chat-9")
         assert [m["id"] for m in recalled["memories"]] == [saved["id"]]
         stored = ann.get(f"/v1/memories/{saved['id']}").json()
-        assert stored["session_id"] == "chat-1"  # the thread header is the ToolContext's thread_id
+        assert stored["session_id"] == "chat-1"  # the thread header is the ToolContext's session_id
         with live.client("ben") as ben:
             assert ben.post("/v1/tools/forget", json={"id": saved["id"]}).json() == {
                 "id": saved["id"],

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -49,6 +50,30 @@ def test_processes_and_threads_add_and_search_one_file(db_path: str, driver: str
     assert_counts_consistent(db_path, driver)
 
 
+def assert_fts_index_matches(conn: Any) -> None:
+    """FTS5's own check: it raises (SQLITE_CORRUPT_VTAB) when the index and the records table disagree."""
+    conn.execute("INSERT INTO records_fts(records_fts, rank) VALUES ('integrity-check', 1)")
+
+
+def test_the_fts_check_fails_on_a_damaged_index(db_path: str, driver: str) -> None:
+    """The check used after a kill can fail: a torn index segment is caught."""
+    memory = SQLiteMemory(db_path, driver=driver)
+    memory.add_sync([MemoryRecord(scope=MemoryScope(user_id="a"), text=f"word{i} filler text") for i in range(50)])
+    memory.close()
+    module = load_driver(driver)[1]
+    conn = module.connect(db_path)
+    assert_fts_index_matches(conn)  # a healthy file passes
+    # Zero the tail of the largest index segment, as a torn write would.
+    conn.execute(
+        "UPDATE records_fts_data SET block = substr(block, 1, length(block) - 8) || zeroblob(8) "
+        "WHERE id = (SELECT max(id) FROM records_fts_data)"
+    )
+    conn.commit()
+    with pytest.raises(module.DatabaseError):
+        assert_fts_index_matches(conn)
+    conn.close()
+
+
 def assert_counts_consistent(db_path: str, driver: str) -> None:
     """The per-user counts and the file's record counter match the rows (they steer the FTS5 plan)."""
     conn = load_driver(driver)[1].connect(db_path)
@@ -83,7 +108,7 @@ def test_sigkill_mid_batch_leaves_whole_batches(db_path: str, driver: str) -> No
         start = max(committed) + 100  # batch numbers of each run never overlap
     conn = load_driver(driver)[1].connect(db_path)
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    assert conn.execute("INSERT INTO records_fts(records_fts) VALUES ('integrity-check')") is not None
+    assert_fts_index_matches(conn)
     conn.close()
     memory = SQLiteMemory(db_path, driver=driver)
     counts = Counter(int(r.metadata["batch"]) for r in memory.export_sync(MemoryScope(user_id="crash")))  # type: ignore[arg-type]

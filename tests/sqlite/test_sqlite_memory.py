@@ -9,6 +9,7 @@ import stat
 import subprocess
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -596,3 +597,37 @@ def test_single_adds_after_deletes_get_fresh_row_keys(db_path: str, driver: str)
     hits = memory.search_sync("coffee", scope=ANN, k=3)
     assert sorted(h.record.text for h in hits) == ["coffee one", "coffee three", "coffee two"]
     memory.close()
+
+
+def _fixed_embedder() -> Any:
+    from memoryport import CallableEmbedder
+
+    table = {
+        "coffee": [1.0, 0.0, 0.0],
+        "Ann is vegetarian": [0.1, 0.995, 0.0],  # cosine 0.1 to the query: unrelated
+        "Ann sips espresso every morning": [0.8, 0.6, 0.0],  # cosine 0.8, no query word
+        "Ann likes coffee with oat milk": [0.0, 0.0, 1.0],  # the query word, cosine 0
+    }
+    return CallableEmbedder(lambda texts: np.array([table[t] for t in texts], dtype=np.float32), dim=3, name="fixed")
+
+
+@pytest.mark.parametrize(("floor", "expected"), [
+    (0.0, {"Ann is vegetarian", "Ann sips espresso every morning", "Ann likes coffee with oat milk"}),
+    (0.2, {"Ann sips espresso every morning", "Ann likes coffee with oat milk"}),
+    (0.9, {"Ann likes coffee with oat milk"}),
+])
+def test_min_similarity_drops_only_weak_vector_only_hits(db_path: str, floor: float, expected: set[str]) -> None:
+    """A record no query word matches needs an absolute cosine >= min_similarity; keyword matches always stay."""
+    memory = SQLiteMemory(db_path, embedder=_fixed_embedder(), min_similarity=floor, context_weight=0.0)
+    memory.add_sync([
+        MemoryRecord(scope=ANN, text=t)
+        for t in ["Ann is vegetarian", "Ann sips espresso every morning", "Ann likes coffee with oat milk"]
+    ])
+    assert set(texts(memory.search_sync("coffee", scope=ANN, k=5))) == expected
+    memory.close()
+
+
+@pytest.mark.parametrize("bad", [-1.5, 1.5, True, "0.2"])
+def test_min_similarity_is_checked(db_path: str, bad: Any) -> None:
+    with pytest.raises(InvalidInput, match="min_similarity"):
+        SQLiteMemory(db_path, min_similarity=bad)

@@ -24,10 +24,10 @@ from memoryport import (
     ToolContext,
     UsageError,
     memory_tools,
-    thread_scope,
+    session_scope,
 )
 from memoryport.tools import MemoryTools, PendingWrite
-from memoryport.tools._tools import RecallArgs
+from memoryport.tools._builtin import Recall
 
 pytestmark = pytest.mark.anyio
 
@@ -83,8 +83,8 @@ def texts(result: dict[str, Any]) -> list[str]:
 @pytest.mark.parametrize("shape", ["openai", "anthropic"])
 async def test_two_users_each_reach_only_their_own_memory(store: DictStore, shape: str) -> None:
     tools = memory_tools(store.memory())
-    ann = ToolContext(user_id="ann", thread_id="ann-chat-1")
-    ben = ToolContext(user_id="ben", thread_id="ben-chat-1")
+    ann = ToolContext(user_id="ann", session_id="ann-chat-1")
+    ben = ToolContext(user_id="ben", session_id="ben-chat-1")
     model = ScriptedModel(
         [
             [("remember", {"text": "Ann drinks green tea every morning"})],
@@ -138,7 +138,7 @@ async def test_model_naming_another_user_reaches_only_its_own(store: DictStore) 
 
 async def test_anonymous_call_is_refused(store: DictStore) -> None:
     tools = memory_tools(store.memory())
-    anon = ToolContext(thread_id="web-visitor-1")
+    anon = ToolContext(session_id="web-visitor-1")
     model = ScriptedModel(
         [
             [
@@ -159,9 +159,9 @@ async def test_principal_stands_in_for_a_missing_user(store: DictStore) -> None:
     assert store.rows[result["id"]].scope == MemoryScope(user_id="svc-ann")
 
 
-async def test_thread_scope_is_an_opt_in_for_anonymous_chats(store: DictStore) -> None:
-    tools = memory_tools(store.memory(), scope_from=thread_scope)
-    chat1, chat2 = ToolContext(thread_id="chat-1"), ToolContext(thread_id="chat-2")
+async def test_session_scope_is_an_opt_in_for_anonymous_chats(store: DictStore) -> None:
+    tools = memory_tools(store.memory(), scope_from=session_scope)
+    chat1, chat2 = ToolContext(session_id="chat-1"), ToolContext(session_id="chat-2")
     r = await tools.dispatch("remember", {"text": "Visitor is planning a trip to Lisbon"}, chat1)
     assert store.rows[r["id"]].scope == MemoryScope(session_id="chat-1")
     assert texts(await tools.dispatch("recall", {"query": "trip"}, chat1)) == ["Visitor is planning a trip to Lisbon"]
@@ -169,7 +169,7 @@ async def test_thread_scope_is_an_opt_in_for_anonymous_chats(store: DictStore) -
     assert texts(await tools.dispatch("recall", {"query": "trip"}, chat2)) == []
     assert (await tools.dispatch("forget", {"id": r["id"]}, chat2))["forgotten"] is False
     # A signed-in user's thread memory stays in that thread too.
-    ann1, ann2 = ToolContext(user_id="ann", thread_id="a1"), ToolContext(user_id="ann", thread_id="a2")
+    ann1, ann2 = ToolContext(user_id="ann", session_id="a1"), ToolContext(user_id="ann", session_id="a2")
     await tools.dispatch("remember", {"text": "Ann wants short answers in this chat"}, ann1)
     assert texts(await tools.dispatch("recall", {"query": "answers"}, ann2)) == []
     assert (await tools.dispatch("remember", {"text": "x"}, ToolContext(user_id="ann")))["error"]["code"] == "anonymous"
@@ -178,7 +178,7 @@ async def test_thread_scope_is_an_opt_in_for_anonymous_chats(store: DictStore) -
 async def test_across_sessions_lets_recall_and_forget_see_all_chats(store: DictStore) -> None:
     wide = memory_tools(store.memory())
     narrow = memory_tools(store.memory(), across_sessions=False)
-    c1, c2 = ToolContext(user_id="ann", thread_id="c1"), ToolContext(user_id="ann", thread_id="c2")
+    c1, c2 = ToolContext(user_id="ann", session_id="c1"), ToolContext(user_id="ann", session_id="c2")
     r = await wide.dispatch("remember", {"text": "Ann's sister is called Maja"}, c1)
     assert texts(await wide.dispatch("recall", {"query": "sister"}, c2)) == ["Ann's sister is called Maja"]
     assert texts(await narrow.dispatch("recall", {"query": "sister"}, c2)) == []
@@ -191,12 +191,12 @@ async def test_user_only_backend_gets_user_scope(store: DictStore) -> None:
     memory = store.user_only_memory()
     assert memory.user_only
     tools = memory_tools(memory)
-    ctx = ToolContext(user_id="ann", thread_id="chat-1", agent_id="planner")
+    ctx = ToolContext(user_id="ann", session_id="chat-1", agent_id="planner")
     r = await tools.dispatch("remember", {"text": "Ann runs on Sundays"}, ctx)
     assert store.rows[r["id"]].scope == MemoryScope(user_id="ann")
     assert texts(await tools.dispatch("recall", {"query": "Sundays"}, ctx)) == ["Ann runs on Sundays"]
-    with pytest.raises(UsageError, match="thread_scope"):
-        memory_tools(memory, scope_from=thread_scope)
+    with pytest.raises(UsageError, match="session_scope"):
+        memory_tools(memory, scope_from=session_scope)
 
 
 @pytest.mark.parametrize(
@@ -371,10 +371,10 @@ def test_host_shapes_are_exactly_what_the_apis_take(store: DictStore) -> None:
     schema = {
         "type": "object",
         "properties": {
-            "query": {"type": "string", "description": RecallArgs.model_fields["query"].description},
+            "query": {"type": "string", "description": Recall.Args.model_fields["query"].description},
             "since": {
                 "anyOf": [{"type": "string"}, {"type": "null"}],
-                "description": RecallArgs.model_fields["since"].description,
+                "description": Recall.Args.model_fields["since"].description,
             },
         },
         "required": ["query", "since"],

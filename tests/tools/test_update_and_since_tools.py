@@ -21,8 +21,8 @@ from memoryport._records import utcnow
 
 pytestmark = pytest.mark.anyio
 
-ANN = ToolContext(user_id="ann", thread_id="chat-1")
-BEN = ToolContext(user_id="ben", thread_id="chat-9")
+ANN = ToolContext(user_id="ann", session_id="chat-1")
+BEN = ToolContext(user_id="ben", session_id="chat-9")
 
 
 @pytest.fixture

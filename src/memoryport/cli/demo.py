@@ -104,7 +104,9 @@ def _memory(folder: Path) -> tuple[GuardedMemory, str]:
     except ImportError:
         return _dict_memory(), "the in-process memoryport.testing.InMemoryStore (SQLite backend not installed)"
     path = folder / "memory.db"
-    memory: GuardedMemory = sqlite.SQLiteMemory(path, embedder=embedder)
+    # The bundled MiniLM model: unrelated texts stay below a cosine of 0.2, so a record no query
+    # word matches is only shown when it is that similar (docs/sqlite.md, "What scores mean").
+    memory: GuardedMemory = sqlite.SQLiteMemory(path, embedder=embedder, min_similarity=0.2)
     return memory, f"SQLite file {path}\n  search: {search}"
 
 
@@ -132,9 +134,9 @@ async def _conversation(memory: GuardedMemory, where: str, show: _Show) -> None:
     print(f"  tools:  {', '.join(f'{t.name} ({t.effect})' for t in tools)}; the scope comes from the host's")
     print("          ToolContext (signed-in user + chat), never from the model's arguments")
 
-    ann1 = ToolContext(user_id="ann", thread_id="ann-chat-1")
-    ben1 = ToolContext(user_id="ben", thread_id="ben-chat-1")
-    ann2 = ToolContext(user_id="ann", thread_id="ann-chat-2")
+    ann1 = ToolContext(user_id="ann", session_id="ann-chat-1")
+    ben1 = ToolContext(user_id="ben", session_id="ben-chat-1")
+    ann2 = ToolContext(user_id="ann", session_id="ann-chat-2")
 
     show.title("Ann, chat 1")
     show.say("Ann", "I'm vegetarian. And I'm planning a trip to Lisbon in May!")
@@ -227,7 +229,7 @@ async def _curated(memory: GuardedMemory, show: _Show) -> None:
         return result
 
     print(f"  tools:  {', '.join(t.name for t in tools)} (tier 'full', over AgentMemory)")
-    cleo = ToolContext(user_id="cleo", thread_id="cleo-chat-1")
+    cleo = ToolContext(user_id="cleo", session_id="cleo-chat-1")
     show.say("Cleo", "I'm allergic to peanuts. And remind me to renew my passport this week.")
     await step(cleo, "remember", {"text": "Cleo is allergic to peanuts", "kind": "fact", "importance": 0.9})
     await step(cleo, "remember", {"text": "Cleo is allergic to peanuts!", "kind": None, "importance": None})

@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     import anyio
 
     from memoryport.tools import ToolContext, memory_tools, pii_check, redact_pii
-    from memoryport.tools._mcp import _sdk, serve_stdio
+    from memoryport.tools._mcp import _sdk
 
     if not args.user:
         raise CliError("whose memory does this server hold? pass --user ID")
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         write_check=None if args.allow_pii else pii_check,
         read_filter=None if args.allow_pii else redact_pii,
     )
-    context = ToolContext(principal=args.user, agent_id=args.agent, thread_id=args.thread)
+    context = ToolContext(principal=args.user, agent_id=args.agent, session_id=args.session)
     if sys.stdin.isatty():
         # Started by hand in a terminal: say what it is waiting for, instead of hanging silently.
         print(
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
     async def serve() -> None:
         try:
-            await serve_stdio(tools, context)
+            await tools.serve_stdio(context)
         finally:
             await memory.aclose()
 
@@ -88,7 +88,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _common.add_db_argument(p)
     p.add_argument("--user", metavar="ID", help="the user whose memory this server holds (required)")
     p.add_argument("--agent", metavar="ID", help="keep this agent's memories apart")
-    p.add_argument("--thread", metavar="ID", help="record memories under this session id")
+    p.add_argument("--session", metavar="ID", help="record memories under this session (chat) id")
     p.add_argument("-k", type=int, default=5, help="how many memories recall returns (default 5)")
     p.add_argument("--no-forget", action="store_true", help="do not offer the forget tool")
     p.add_argument("--no-update", action="store_true", help="do not offer the update_memory tool")

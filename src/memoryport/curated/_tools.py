@@ -14,18 +14,16 @@ from .._errors import BackendError, InvalidInput, UnsupportedCapability, UsageEr
 from .._records import MemoryScope
 from ..tools._context import ScopeFrom, ToolContext, ToolError, scope_from_context
 from ..tools._pii import pii_check, redact_pii
+from ..tools._tool import Effect, _maybe_await, _Relay
 from ..tools._tools import (
     RECALL_NOTE,
     Approve,
-    Effect,
     MemoryTool,
     MemoryTools,
     PendingWrite,
     ReadFilter,
     WriteCheck,
     _arguments_error,
-    _maybe_await,
-    _Relay,
 )
 from ._memory import AgentMemory
 from ._types import MemoryItem, Removal
@@ -141,7 +139,7 @@ def curated_tools(
     guard = memory.memory
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= guard.limits.max_k:
         raise UsageError(f"k must be an integer from 1 to {guard.limits.max_k}")
-    keeps_thread = bool(getattr(scope_from, "keeps_thread", False))
+    keeps_session = bool(getattr(scope_from, "keeps_session", False))
     names = TIERS[tier]
     standard = tier != "basic"
     kinds = memory.policy.kinds
@@ -201,7 +199,7 @@ def curated_tools(
         if not isinstance(write, MemoryScope):
             raise UsageError(f"scope_from returned a {type(write).__name__}, not a MemoryScope")
         read = write
-        if across_sessions and not keeps_thread and write.user_id is not None and write.session_id is not None:
+        if across_sessions and not keeps_session and write.user_id is not None and write.session_id is not None:
             read = write.model_copy(update={"session_id": None})
         return write, read
 
@@ -263,7 +261,7 @@ def curated_tools(
                 raise ToolError("refused", str(reason))
         due = _parse_due(getattr(args, "due_at", None))
         relay = _Relay(context, guard.sink)
-        # Dedup looks where recall looks: the user's chats, or only this one under thread_scope.
+        # Dedup looks where recall looks: the user's chats, or only this one under session_scope.
         result = await guarded(lambda: memory.remember(
             args.text, scope=write, kind=args.kind, importance=args.importance, source="tool", due_at=due,
             within=read, ctx=relay))
@@ -389,4 +387,4 @@ def curated_tools(
                    handler=specs[name][3])
         for name in names
     ]
-    return MemoryTools(tools, guard)
+    return MemoryTools.from_tools(tools, guard)

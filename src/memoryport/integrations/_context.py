@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -15,9 +14,8 @@ __all__ = ["ContextFrom", "as_tools", "context_from_value"]
 ContextFrom = Callable[[Any], ToolContext]
 """Turns a framework's run context value (deps, context, config) into the :class:`~memoryport.ToolContext`."""
 
+# The chat's id: ``session_id``, or ``thread_id`` as frameworks such as LangGraph call it.
 _SESSION_KEYS = ("session_id", "thread_id")
-# The ToolContext field that names the chat: ``thread_id`` today, ``session_id`` in the session vocabulary.
-_SESSION_FIELD = "session_id" if "session_id" in inspect.signature(ToolContext).parameters else "thread_id"
 
 
 def as_tools(tools: MemoryTools | GuardedMemory) -> MemoryTools:
@@ -42,7 +40,7 @@ def context_from_value(value: Any) -> ToolContext:
 
     ``value`` may be a ``ToolContext`` (used as is, so its usage counters add
     up), ``None`` (anonymous: the tools refuse, unless the host chose
-    ``thread_scope``), or any object or mapping with ``user_id`` and optionally
+    ``session_scope``), or any object or mapping with ``user_id`` and optionally
     ``session_id`` (or ``thread_id``), ``agent_id`` and ``principal``.
     Other types are a host mistake and raise :class:`~memoryport.UsageError`.
 
@@ -64,5 +62,4 @@ def context_from_value(value: Any) -> ToolContext:
     for name, v in [*ids.items(), ("session_id", session)]:
         if v is not None and not isinstance(v, str):
             raise UsageError(f"{name} in the run context must be a string, not {type(v).__name__}")
-    fields: dict[str, Any] = {**ids, _SESSION_FIELD: session}
-    return ToolContext(**fields)
+    return ToolContext(user_id=ids["user_id"], session_id=session, agent_id=ids["agent_id"], principal=ids["principal"])

@@ -43,7 +43,7 @@ def context_from_config(config: RunnableConfig) -> ToolContext:
     ``principal``. Nothing set means anonymous: the tools refuse.
 
     Example:
-        >>> context_from_config({"configurable": {"user_id": "ann", "thread_id": "t1"}}).thread_id
+        >>> context_from_config({"configurable": {"user_id": "ann", "thread_id": "t1"}}).session_id
         't1'
     """
     configurable = (config or {}).get("configurable") or {}

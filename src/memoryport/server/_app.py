@@ -469,7 +469,7 @@ async def call_tool(request: Request) -> Response:
                 422, "invalid_input", "X-Memoryport-Thread is not a valid thread id", field="X-Memoryport-Thread"
             ) from None
     body = await read_body(request)
-    context = ToolContext(user_id=who.user_id, thread_id=thread)
+    context = ToolContext(user_id=who.user_id, session_id=thread)
     result = await _state(request).tools.dispatch(request.path_params["tool"], body, context)
     return JSONResponse(result)
 

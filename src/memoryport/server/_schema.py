@@ -292,7 +292,7 @@ def openapi_document(*, version: str, tools: list[str]) -> dict[str, Any]:
         "name": "X-Memoryport-Thread",
         "in": "header",
         "required": False,
-        "description": "The chat the call comes from (the ToolContext's thread_id).",
+        "description": "The chat the call comes from (the ToolContext's session_id).",
         "schema": {"type": "string"},
     }
     paths: dict[str, Any] = {

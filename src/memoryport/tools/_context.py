@@ -16,7 +16,7 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "scope_from_context",
-    "thread_scope",
+    "session_scope",
     "user_scope",
 ]
 
@@ -52,7 +52,7 @@ class ToolContext:
 
     Attributes:
         user_id: the signed-in end user the agent serves.
-        thread_id: the chat (conversation) the call comes from; stored as the
+        session_id: the chat (conversation, thread) the call comes from; the
             memory's ``session_id``.
         agent_id: the agent, when several agents keep separate memories.
         principal: the host's own identity for the caller (an API key's owner,
@@ -66,13 +66,13 @@ class ToolContext:
             (``memory.added``, ``memory.searched``, ...).
 
     Example:
-        >>> ctx = ToolContext(user_id="ann", thread_id="chat-1")
+        >>> ctx = ToolContext(user_id="ann", session_id="chat-1")
         >>> scope_from_context(ctx)
         MemoryScope(user_id='ann', session_id='chat-1', agent_id=None)
     """
 
     user_id: str | None = None
-    thread_id: str | None = None
+    session_id: str | None = None
     agent_id: str | None = None
     principal: str | None = None
     sink: EventSink | None = None
@@ -129,18 +129,18 @@ def _user(ctx: ToolContext) -> str:
 
 
 def scope_from_context(ctx: ToolContext) -> MemoryScope:
-    """The default: the signed-in user (else the host's principal), with the thread and agent when set.
+    """The default: the signed-in user (else the host's principal), with the session and agent when set.
 
     An anonymous context (neither ``user_id`` nor ``principal``) is refused with
     :class:`ToolError` code ``anonymous``. With ``across_sessions=True`` (the
     default of :func:`~memoryport.memory_tools`), recall and forget see all of
-    the user's threads; remember still records the thread it came from.
+    the user's sessions; remember still records the session it came from.
 
     Example:
         >>> scope_from_context(ToolContext(principal="svc-ann"))
         MemoryScope(user_id='svc-ann', session_id=None, agent_id=None)
     """
-    return _scope(user_id=_user(ctx), session_id=ctx.thread_id, agent_id=ctx.agent_id)
+    return _scope(user_id=_user(ctx), session_id=ctx.session_id, agent_id=ctx.agent_id)
 
 
 def user_scope(ctx: ToolContext) -> MemoryScope:
@@ -150,29 +150,29 @@ def user_scope(ctx: ToolContext) -> MemoryScope:
     ``user_only``.
 
     Example:
-        >>> user_scope(ToolContext(user_id="ann", thread_id="chat-1"))
+        >>> user_scope(ToolContext(user_id="ann", session_id="chat-1"))
         MemoryScope(user_id='ann', session_id=None, agent_id=None)
     """
     return _scope(user_id=_user(ctx))
 
 
-def thread_scope(ctx: ToolContext) -> MemoryScope:
-    """Memory that belongs to one thread (chat) only; the explicit opt-in for anonymous chats.
+def session_scope(ctx: ToolContext) -> MemoryScope:
+    """Memory that belongs to one session (chat) only; the explicit opt-in for anonymous chats.
 
-    The scope is the thread, plus the user (or principal) and agent when set.
-    Recall and forget stay inside the thread even with ``across_sessions=True``.
-    A context without ``thread_id`` is refused with :class:`ToolError`.
+    The scope is the session, plus the user (or principal) and agent when set.
+    Recall and forget stay inside the session even with ``across_sessions=True``.
+    A context without ``session_id`` is refused with :class:`ToolError`.
 
     Example:
-        >>> thread_scope(ToolContext(thread_id="chat-9"))
+        >>> session_scope(ToolContext(session_id="chat-9"))
         MemoryScope(user_id=None, session_id='chat-9', agent_id=None)
     """
     if not isinstance(ctx, ToolContext):
         raise UsageError(f"memory tools need a ToolContext, not {type(ctx).__name__}")
-    if ctx.thread_id is None:
+    if ctx.session_id is None:
         raise ToolError("anonymous", "no conversation: this memory belongs to a conversation and none is set.")
     user = ctx.user_id if ctx.user_id is not None else ctx.principal
-    return _scope(user_id=user, session_id=ctx.thread_id, agent_id=ctx.agent_id)
+    return _scope(user_id=user, session_id=ctx.session_id, agent_id=ctx.agent_id)
 
 
-thread_scope.keeps_thread = True  # type: ignore[attr-defined]
+session_scope.keeps_session = True  # type: ignore[attr-defined]

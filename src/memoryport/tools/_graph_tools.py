@@ -11,7 +11,8 @@ from pydantic import Field, ValidationError
 from .._errors import BackendError, InvalidInput, UsageError
 from .._graph import MAX_DEPTH, Fact, KnowledgeGraph
 from ._context import ScopeFrom, ToolContext, ToolError, user_scope
-from ._tools import MemoryTool, _Args, _arguments_error, _schema
+from ._tool import ToolArgs as _Args
+from ._tools import MemoryTool, _arguments_error, _schema
 
 __all__ = ["graph_tools"]
 
@@ -36,10 +37,10 @@ def graph_tools(graph: KnowledgeGraph, *, scope_from: ScopeFrom = user_scope, li
 
     The scope comes from the :class:`ToolContext` (the user, through ``scope_from``),
     never from the model's arguments, which name only entities. Combine them with the
-    memory tools: ``MemoryTools([*memory_tools(memory), *graph_tools(graph)], memory)``.
+    memory tools: ``MemoryTools.from_tools([*memory_tools(memory), *graph_tools(graph)], memory)``.
 
     Example:
-        >>> tools = MemoryTools([*memory_tools(memory), *graph_tools(graph)], memory)  # doctest: +SKIP
+        >>> tools = MemoryTools.from_tools([*memory_tools(memory), *graph_tools(graph)], memory)  # doctest: +SKIP
         >>> await tools.dispatch("facts_about", {"entity": "Ann"}, ToolContext(user_id="ann"))  # doctest: +SKIP
         {'entity': 'Ann', 'facts': [{'subject': 'Ann', 'relation': 'lives_in', 'object': 'Porto', ...}], 'count': 1}
     """
