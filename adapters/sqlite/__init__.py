@@ -52,6 +52,7 @@ def SQLiteMemory(
     rerank_candidates: int = 20,
     context_weight: float = NEIGHBOUR_WEIGHT,
     context_window: int = NEIGHBOUR_WINDOW,
+    durability: str = "normal",
     min_similarity: float = 0.0,
     **guard: Unpack[GuardOptions],
 ) -> GuardedMemory[SQLiteStore]:
@@ -94,6 +95,12 @@ def SQLiteMemory(
             (measured on LoCoMo: hybrid recall@10 66.9 -> 75.5); set 0 for a
             store of unrelated facts. Pure vector search never uses it.
         context_window: how many records on each side receive context.
+        durability: what a committed write survives (the journal is WAL either
+            way). ``"normal"`` (SQLite ``synchronous=NORMAL``): an application
+            crash or kill loses nothing committed; a power loss or OS crash can
+            lose the last transactions committed before it (never corrupts the
+            file). ``"full"`` (``synchronous=FULL``): every commit is fsynced,
+            so it survives a power loss too; each write then waits for the disk.
         min_similarity: in hybrid search, a record that no query word matches
             comes back only when its cosine similarity to the query is at
             least this (0 keeps every candidate). Keeps an unrelated record
@@ -131,6 +138,7 @@ def SQLiteMemory(
         rerank_candidates=rerank_candidates,
         context_weight=context_weight,
         context_window=context_window,
+        durability=durability,
         min_similarity=min_similarity,
     )
     return GuardedMemory(store, **guard)

@@ -21,10 +21,18 @@ from memoryport._errors import BackendError, UsageError
 from . import _erasure
 from ._rows import Conn
 
-__all__ = ["Database", "is_busy"]
+__all__ = ["DURABILITY", "Database", "is_busy"]
 
 logger = logging.getLogger("memoryport")
 T = TypeVar("T")
+
+
+#: ``durability=`` → SQLite's ``synchronous`` level (the journal is always WAL).
+#: ``normal``: a commit is appended to the WAL without fsync; it survives the
+#: application's crash, a power loss or OS crash can lose the last transactions
+#: (never corrupts the file). ``full``: every commit fsyncs the WAL; it survives
+#: a power loss too, at the price of one fsync per write.
+DURABILITY = {"normal": "NORMAL", "full": "FULL"}
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -36,8 +44,17 @@ def is_busy(exc: BaseException) -> bool:
 class Database:
     """The SQLite file as connections: per-thread, read-write or read-only, with write and read transactions."""
 
-    def __init__(self, path: str, driver: ModuleType, *, busy_timeout: float, backend: str = "sqlite") -> None:
+    def __init__(
+        self,
+        path: str,
+        driver: ModuleType,
+        *,
+        busy_timeout: float,
+        backend: str = "sqlite",
+        durability: str = "normal",
+    ) -> None:
         self.path = path
+        self.synchronous = DURABILITY[durability]
         self.driver = driver
         self.busy_timeout = busy_timeout
         self.backend = backend
@@ -66,7 +83,7 @@ class Database:
         )
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         conn.execute("PRAGMA secure_delete = ON")
-        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute(f"PRAGMA synchronous = {self.synchronous}")
         # Reads straight from the OS page cache instead of a copy per page: random
         # row lookups in a large file cost 5-8 µs each through read() here, and a
         # warm 1M-vector load took 9.3 s with 1 GiB mapped, 2.9 s with all of it.
@@ -131,9 +148,18 @@ class Database:
         def body(conn: Conn) -> tuple[T, int]:
             return fn(conn), _erasure.erase_stage(conn)
 
+        return self.write_staged(body, erasing=erasing)
+
+    def write_staged(self, fn: Callable[[Conn], tuple[T, int]], *, erasing: bool = False) -> T:
+        """:meth:`write` for a ``fn`` that returns its result and the file's erasure stage at its end.
+
+        ``fn`` knows the stage when it read ``meta.erase_pending`` in the
+        transaction and erased nothing after (or erased: stage 1); it saves
+        :meth:`write` a statement per transaction.
+        """
         with self.write_lock:
             conn = self.conn()
-            result, pending = self.transaction(conn, body)
+            result, pending = self.transaction(conn, fn)
             if pending:
                 try:
                     _erasure.finish_erasure(self, conn)

@@ -73,8 +73,8 @@ class SQLiteGraphStore:
         self._db = store.db
         self.single_valued = frozenset(single_valued)
 
-    async def _run(self, fn: Callable[[], T]) -> T:
-        return await self._store._run(fn)
+    async def _run(self, fn: Callable[[], T], *, write: bool = False) -> T:
+        return await self._store._run(fn, write=write)
 
     # -- entities ------------------------------------------------------------
 
@@ -111,7 +111,7 @@ class SQLiteGraphStore:
                     )
             return str(conn.execute("SELECT name FROM graph_entities WHERE eid = ?", (eid,)).fetchone()[0])
 
-        return await self._run(lambda: self._db.write(write))
+        return await self._run(lambda: self._db.write(write), write=True)
 
     # -- facts ---------------------------------------------------------------
 
@@ -187,7 +187,7 @@ class SQLiteGraphStore:
             found = self._facts_by_fid(conn, made)
             return [found[f] for f in made]
 
-        return await self._run(lambda: self._db.write(write))
+        return await self._run(lambda: self._db.write(write), write=True)
 
     async def facts_about(
         self, entity: str, *, user_id: str, as_of: datetime | None, history: bool, limit: int
@@ -294,7 +294,7 @@ class SQLiteGraphStore:
                 mark_erased(conn)
             return n
 
-        return await self._run(lambda: self._db.write(write, erasing=True))
+        return await self._run(lambda: self._db.write(write, erasing=True), write=True)
 
 
 def SQLiteGraph(memory: GuardedMemory, *, single_valued: Iterable[str] = ()) -> KnowledgeGraph:

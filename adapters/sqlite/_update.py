@@ -43,7 +43,7 @@ async def update_records(store: SQLiteStore, changes: Sequence[MemoryUpdate], sc
             f"{os.path.basename(store.path)} keeps vectors of embedder {store._needs_embedder()!r}; "
             "open it with that embedder to change texts"
         )
-    return await store._run(lambda: _apply(store, changes, scope, vectors))
+    return await store._run(lambda: _apply(store, changes, scope, vectors), write=True)
 
 
 def _apply(store: SQLiteStore, changes: Sequence[MemoryUpdate], scope: MemoryScope, vectors: F32 | None) -> list[str]:

@@ -565,6 +565,40 @@ def test_reembed_command_line(
     assert "no memory file" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("durability", "level"), [("normal", 1), ("full", 2)])
+def test_durability_sets_synchronous_on_every_connection(
+    db_path: str, driver: str, durability: str, level: int
+) -> None:
+    memory = SQLiteMemory(db_path, driver=driver, durability=durability)
+    memory.add_sync([MemoryRecord(scope=ANN, text="tea")])
+    store = memory.store
+    writer = store._writer.submit(lambda: store.db.conn().execute("PRAGMA synchronous").fetchone()[0]).result()
+    reader = store._pool.submit(lambda: store.db.conn().execute("PRAGMA synchronous").fetchone()[0]).result()
+    assert (writer, reader) == (level, level)
+    assert store.db.conn().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    memory.close()
+
+
+@pytest.mark.parametrize("bad", ["off", "FULL", "", None, 2])
+def test_durability_must_be_normal_or_full(db_path: str, driver: str, bad: object) -> None:
+    with pytest.raises(InvalidInput) as err:
+        SQLiteMemory(db_path, driver=driver, durability=bad)  # type: ignore[arg-type]
+    assert err.value.field == "durability"
+
+
+def test_single_adds_after_deletes_get_fresh_row_keys(db_path: str, driver: str) -> None:
+    memory = SQLiteMemory(db_path, embedder=bow_embedder(), driver=driver)
+    ids = memory.add_sync([MemoryRecord(scope=ANN, text=f"tea number {i}") for i in range(4)])
+    memory.delete_sync([ids[-1]], scope=ANN)  # the highest row key is free again
+    memory.add_sync([MemoryRecord(scope=ANN, text="coffee one")])
+    memory.add_sync([MemoryRecord(scope=ANN, text="coffee two"), MemoryRecord(scope=ANN, text="coffee three")])
+    got = sorted(r.text for r in memory.export_sync(ANN))
+    assert got == ["coffee one", "coffee three", "coffee two", "tea number 0", "tea number 1", "tea number 2"]
+    hits = memory.search_sync("coffee", scope=ANN, k=3)
+    assert sorted(h.record.text for h in hits) == ["coffee one", "coffee three", "coffee two"]
+    memory.close()
+
+
 def _fixed_embedder() -> Any:
     from memoryport import CallableEmbedder
 

@@ -1,0 +1,337 @@
+"""Adding one record: SQLiteMemory beside LangGraph's SqliteStore and sqlite-vec, in one run.
+
+Run from the repository root::
+
+    python -m benchmarks.sqlite_add_bench                      # the table (about a minute)
+    python -m benchmarks.sqlite_add_bench --profile            # where one add's time goes, per step
+    python -m benchmarks.sqlite_add_bench --quick              # a smoke run, seconds
+
+Every system adds one record per call on top of ``--base`` records already in
+its file (one user), keyword-only and with a given 384-d vector (a
+precomputed-vector embedder: no model time). Calls are interleaved system by
+system, rotating the order, so ratios share the machine's noise; medians and p95.
+
+- **memoryport**: the public ``await memory.add([record])`` of ``SQLiteMemory``
+  (the guard included), at ``durability="normal"`` and ``"full"``.
+- **LangGraph SqliteStore** (``langgraph-checkpoint-sqlite``): ``store.put``;
+  with vectors, ``index={"dims": 384, "embed": ...}`` (it stores them with sqlite-vec).
+- **raw SQLite / sqlite-vec**: the floor: one transaction of a plain row plus an
+  FTS5 row (keyword-only) or a ``vec0`` row (with a vector), WAL + synchronous=NORMAL.
+
+The durability (``journal_mode``, ``synchronous``) each system ran at is read
+back from its connection and printed beside the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchmarks.sqlite_bench import DIM, Corpus, LookupEmbedder, interleaved, remove, scratch, table
+from memoryport import GuardedMemory, MemoryRecord, MemoryScope, SQLiteMemory
+
+USER = MemoryScope(user_id="u1")
+
+
+def med(xs: list[float]) -> float:
+    return statistics.median(xs) * 1000
+
+
+def p95(xs: list[float]) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(0.95 * len(s)))] * 1000
+
+
+def pragmas(conn: Any) -> str:
+    journal = conn.execute("PRAGMA journal_mode").fetchone()[0]
+    sync = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}[int(conn.execute("PRAGMA synchronous").fetchone()[0])]
+    return f"{journal}, synchronous={sync}"
+
+
+# -- the systems -----------------------------------------------------------------------
+
+
+async def memoryport(
+    folder: Path, corpus: Corpus, base: int, with_vectors: bool, durability: str, name: str
+) -> tuple[GuardedMemory[Any], Callable[[str, Any], Any], str]:
+    embedder = LookupEmbedder() if with_vectors else None
+    path = folder / f"{name}.db"
+    remove(path)
+    # durability="normal" is the default (also of versions before the setting existed: the "before" runs)
+    extra: dict[str, Any] = {} if durability == "normal" else {"durability": durability}
+    memory = SQLiteMemory(path, embedder=embedder, **extra)
+    texts = corpus.texts(base)
+    if embedder is not None:
+        embedder.put(texts, corpus.vectors(base))
+    for i in range(0, base, 1000):
+        await memory.add([MemoryRecord(scope=USER, text=t) for t in texts[i : i + 1000]])
+
+    def add(text: str, vector: Any) -> Any:
+        if embedder is not None:
+            embedder.table[text] = vector
+        return memory.add([MemoryRecord(scope=USER, text=text)])
+
+    conn = memory.store.db.conn()
+    return memory, add, pragmas(conn)
+
+
+def langgraph(
+    folder: Path, corpus: Corpus, base: int, with_vectors: bool, wal: bool
+) -> tuple[Any, Callable[[str, Any], Any], str]:
+    from langgraph.store.sqlite import SqliteStore
+
+    from memoryport.adapters.sqlite import load_driver
+
+    path = folder / f"langgraph-{with_vectors}-{wal}.db"
+    remove(path)
+    # As SqliteStore.from_conn_string connects; the stdlib sqlite3 here cannot load
+    # sqlite-vec, so with vectors the connection is pysqlite3's (same SQLite as memoryport's).
+    _, driver = load_driver("pysqlite3" if with_vectors else "sqlite3")
+    conn = driver.connect(str(path), check_same_thread=False, isolation_level=None)
+    if wal:  # the settings memoryport's durability="normal" runs at
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+    vectors: dict[str, Any] = {}
+    if with_vectors:
+
+        def embed(texts: list[str]) -> list[list[float]]:
+            # SqliteStore may hand over the whole value as JSON rather than the field.
+            return [vectors[t if t in vectors else json.loads(t)["text"]].tolist() for t in texts]
+
+        store = SqliteStore(conn, index={"dims": DIM, "embed": embed, "fields": ["text"]})
+    else:
+        store = SqliteStore(conn)
+    store.setup()
+    texts = corpus.texts(base)
+    if with_vectors:
+        vectors.update(zip(texts, corpus.vectors(base), strict=True))
+    from langgraph.store.base import PutOp
+
+    for i in range(0, base, 1000):
+        store.batch([PutOp(("u1",), f"k{j}", {"text": texts[j]}) for j in range(i, min(base, i + 1000))])
+    counter = iter(range(base, 10**9))
+
+    def add(text: str, vector: Any) -> Any:
+        vectors[text] = vector
+        store.put(("u1",), f"k{next(counter)}", {"text": text})
+
+    return store, add, pragmas(conn)
+
+
+def raw(folder: Path, corpus: Corpus, base: int, with_vectors: bool) -> tuple[Any, Callable[[str, Any], Any], str]:
+    from memoryport.adapters.sqlite import load_driver
+
+    if with_vectors:
+        import sqlite_vec
+
+        from benchmarks.compare import vec0_connection
+
+        path = folder / "vec0.db"
+        remove(path)
+        conn = vec0_connection(sqlite_vec, path)
+        conn.isolation_level = None
+    else:
+        path = folder / "raw.db"
+        remove(path)
+        _, driver = load_driver(None)
+        conn = driver.connect(str(path), isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("CREATE TABLE docs(rid INTEGER PRIMARY KEY, user_id TEXT, text TEXT)")
+    if with_vectors:
+        conn.execute(f"CREATE VIRTUAL TABLE idx USING vec0(embedding float[{DIM}])")
+        sql = "INSERT INTO idx(rowid, embedding) VALUES (?, ?)"
+    else:
+        conn.execute("CREATE VIRTUAL TABLE idx USING fts5(body)")
+        sql = "INSERT INTO idx(rowid, body) VALUES (?, ?)"
+    texts = corpus.texts(base)
+    vecs = corpus.vectors(base)
+    conn.execute("BEGIN")
+    for j, t in enumerate(texts):
+        conn.execute("INSERT INTO docs VALUES (?, 'u1', ?)", (j + 1, t))
+        conn.execute(sql, (j + 1, vecs[j].tobytes() if with_vectors else t))
+    conn.execute("COMMIT")
+
+    def add(text: str, vector: Any) -> Any:
+        conn.execute("BEGIN IMMEDIATE")
+        rid = conn.execute("INSERT INTO docs(user_id, text) VALUES ('u1', ?)", (text,)).lastrowid
+        conn.execute(sql, (rid, vector.tobytes() if with_vectors else text))
+        conn.execute("COMMIT")
+
+    return conn, add, pragmas(conn)
+
+
+# -- the run ---------------------------------------------------------------------------
+
+
+def feeder(fn: Callable[[str, Any], Any], texts: list[str], vecs: Any) -> Callable[[int], Any]:
+    """Call ``fn`` with the next unused text and vector each time (texts are shared, never repeated)."""
+    counter = iter(range(len(texts)))
+
+    def run(_: int) -> Any:
+        j = next(counter)
+        return fn(texts[j], vecs[j])
+
+    return run
+
+
+async def compare(args: argparse.Namespace, folder: Path) -> str:
+    corpus = Corpus()
+    out = []
+    for with_vectors in (False, True):
+        systems: dict[str, tuple[Any, Callable[[str, Any], Any], str]] = {}
+        for durability in ("normal", "full"):
+            label = f"memoryport SQLiteMemory (durability={durability!r})"
+            try:
+                systems[label] = await memoryport(
+                    folder, corpus, args.base, with_vectors, durability, f"mp-{durability}"
+                )
+            except Exception as exc:  # a memoryport before durability= existed refuses it
+                print(f"skipped {label}: {exc}", file=sys.stderr)
+        skipped = []
+        for wal, label in (
+            (False, "LangGraph SqliteStore (as shipped)"),
+            (True, "LangGraph SqliteStore (WAL, NORMAL)"),
+        ):
+            try:
+                systems[label] = langgraph(folder, corpus, args.base, with_vectors, wal)
+            except Exception as exc:  # missing extra or no extension loading: say so
+                skipped.append(f"{label}: {type(exc).__name__}: {exc}")
+        floor = "sqlite-vec (row + vec0 row)" if with_vectors else "raw SQLite (row + FTS5 row)"
+        try:
+            systems[floor] = raw(folder, corpus, args.base, with_vectors)
+        except Exception as exc:
+            skipped.append(f"{floor}: {type(exc).__name__}: {exc}")
+        n = args.adds
+        texts = corpus.texts(n * len(systems) + 16)
+        vecs = corpus.vectors(len(texts))
+        times = await interleaved({label: feeder(s[1], texts, vecs) for label, s in systems.items()}, n)
+        base = med(times[next(iter(times))])
+        rows = [[label, med(t), p95(t), med(t) / base, systems[label][2]] for label, t in times.items()]
+        kind = "with a given 384-d vector" if with_vectors else "keyword-only"
+        out.append(f"\n### Add one record, {kind}, on top of {args.base:,} records ({n} interleaved calls each)\n")
+        out.append(table(["system", "median ms", "p95 ms", "x memoryport normal", "journal, synchronous"], rows))
+        out.extend(f"\nskipped: {s}" for s in skipped)
+        for obj, _, _ in systems.values():
+            if isinstance(obj, GuardedMemory):
+                await obj.aclose()
+            elif hasattr(obj, "close"):
+                obj.close()
+            elif hasattr(obj, "conn"):
+                obj.conn.close()
+    return "\n".join(out)
+
+
+class TimedConn:
+    """A connection whose statements time themselves (for the per-step profile)."""
+
+    def __init__(self, conn: Any, steps: dict[str, list[float]]) -> None:
+        self._conn = conn
+        self._steps = steps
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def _timed(self, method: str, sql: str, *args: Any) -> Any:
+        start = time.perf_counter()
+        result = getattr(self._conn, method)(sql, *args)
+        self._steps.setdefault(" ".join(sql.split())[:70], []).append(time.perf_counter() - start)
+        return result
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        return self._timed("execute", sql, *args)
+
+    def executemany(self, sql: str, *args: Any) -> Any:
+        return self._timed("executemany", sql, *args)
+
+
+async def profile(args: argparse.Namespace, folder: Path) -> str:
+    corpus = Corpus()
+    out = []
+    for with_vectors in (False, True):
+        memory, _, _ = await memoryport(folder, corpus, args.base, with_vectors, "normal", "profile")
+        store: Any = memory.store
+        n = args.adds
+        texts = corpus.texts(4 * n + 8)
+        vecs = corpus.vectors(len(texts))
+        if with_vectors:
+            store.embedder.put(texts, vecs)
+        recs = iter([MemoryRecord(scope=USER, text=t, id=f"p{i}") for i, t in enumerate(texts)])
+        stages: dict[str, list[float]] = {
+            k: []
+            for k in (
+                "public add (guard + port)",
+                "port add (no guard)",
+                "port add on this thread (no hop)",
+                "empty hop",
+            )
+        }
+        for _ in range(n):
+            for name in list(stages):
+                start = time.perf_counter()
+                if name == "public add (guard + port)":
+                    await memory.add([next(recs)])
+                elif name == "port add (no guard)":
+                    await store.add([next(recs)])
+                elif name == "port add on this thread (no hop)":
+                    r = next(recs)
+                    v = await store.embedder.embed([r.text]) if with_vectors else None
+                    store._add([r], v)
+                else:
+                    await store._run(lambda: None)
+                stages[name].append(time.perf_counter() - start)
+        steps: dict[str, list[float]] = {}
+        real = store.db.conn()
+        store.db._local.conn = TimedConn(real, steps)
+        for _ in range(n):
+            r = next(recs)
+            v = await store.embedder.embed([r.text]) if with_vectors else None
+            start = time.perf_counter()
+            store._add([r], v)
+            steps.setdefault("= the whole _add (statements + Python)", []).append(time.perf_counter() - start)
+        store.db._local.conn = real
+        await memory.aclose()
+        kind = "with a given vector" if with_vectors else "keyword-only"
+        out.append(f"\n### Where one add's time goes, {kind}, on top of {args.base:,} records ({n} calls; µs)\n")
+        rows = [[k, med(v) * 1000, len(v) // n] for k, v in stages.items()]
+        rows += [[f"`{k}`", med(v) * 1000, len(v) // n] for k, v in steps.items()]
+        out.append(table(["step", "median µs", "per add"], rows))
+    return "\n".join(out)
+
+
+async def main(argv: list[str] | None = None) -> str:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", type=int, default=10_000, help="records in each file before timing")
+    parser.add_argument("--adds", type=int, default=300, help="interleaved single adds per system")
+    parser.add_argument("--profile", action="store_true", help="per-step profile of one add instead")
+    parser.add_argument("--quick", action="store_true", help="tiny smoke run")
+    parser.add_argument("--folder", help="scratch folder (default: a temporary one)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.base, args.adds = 200, 10
+    folder = scratch(args.folder)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    head = (
+        f"Python {platform.python_version()}, {os.cpu_count()} cores, load average {load:.1f} at the start "
+        "(the machine is shared)"
+    )
+    try:
+        body = await (profile(args, folder) if args.profile else compare(args, folder))
+    finally:
+        if args.folder is None:
+            shutil.rmtree(folder, ignore_errors=True)
+    return head + "\n" + body
+
+
+if __name__ == "__main__":
+    print(asyncio.run(main(sys.argv[1:])))
