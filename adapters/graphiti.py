@@ -1,5 +1,8 @@
 """GraphitiMemory: memories in a Graphiti knowledge graph (extra ``graphiti``).
 
+(Just over 500 lines: two add paths — the zero-LLM bulk path and extraction —
+and Kuzu's naive datetimes are this adapter's own.)
+
 Each memoryport user is one Graphiti ``group_id``: ``"mp-"`` followed by the
 SHA-256 of the user id in hex (or an HMAC-SHA-256 when ``hash_key`` is given),
 so no user id is written to the graph and every group id matches Graphiti's

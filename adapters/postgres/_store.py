@@ -1,6 +1,12 @@
 """The PostgreSQL port: pools, transactions with row-level security, search, erasure.
 
 Plain storage behind :class:`memoryport.GuardedMemory`; see ``docs/postgres.md``.
+
+(Over 500 lines: the port methods, their SQL and the row-level-security
+transactions that wrap every one of them live together so that no query can be
+written outside a scoped transaction. The SQLite store was split along its seams
+in round two; the same split — schema, keyword postings, vectors, erasure — is
+the next step here.)
 """
 
 from __future__ import annotations

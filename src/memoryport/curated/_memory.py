@@ -1,4 +1,9 @@
-"""AgentMemory: curated memory (kinds, importance, dedup, lineage, decay, caps, reminders) above the guard."""
+"""AgentMemory: curated memory (kinds, importance, dedup, lineage, decay, caps, reminders) above the guard.
+
+(Over 500 lines: one class whose policies share its read-modify-write helpers and
+its metadata encoding; each policy is a section. The next split is one module per
+policy family — lineage, decay and cap, reminders — with the class as a façade.)
+"""
 
 from __future__ import annotations
 

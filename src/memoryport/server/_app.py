@@ -1,4 +1,8 @@
-"""The ASGI application: the JSON API, health probes, access logs and the dashboard."""
+"""The ASGI application: the JSON API, health probes, access logs and the dashboard.
+
+(Over 500 lines: one handler per endpoint, each short, sharing the principal,
+limit and error-mapping helpers defined here.)
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """The dashboard: server-rendered HTML under ``/ui``, no script, no external resources.
 
+(Over 500 lines: the pages are HTML written in Python, with no template engine
+to keep the server extra small; each page is one function.)
+
 A person signs in with their API key; it is kept in an HttpOnly, SameSite=Strict
 cookie scoped to ``/ui``. Every form that changes something carries a token
 derived from the key (and a per-process secret) and is refused without it, and

@@ -1,5 +1,8 @@
 """Memory as tools for a model: :class:`MemoryTools`, built by :func:`memory_tools`.
 
+(Just over 500 lines: the host shapes — OpenAI, Anthropic, dispatch, MCP — are
+methods of one class by design, so each shape is written once.)
+
 Each tool is a small class in ``_builtin.py`` (its schema beside its handler,
 see ``_tool.py``). :class:`MemoryTools` holds the memory and the host's options,
 turns every registered tool that is offered into a :class:`MemoryTool`, and
