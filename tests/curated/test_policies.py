@@ -7,6 +7,7 @@ from datetime import timedelta, timezone
 import pytest
 
 from memoryport import (
+    BackendError,
     CallableMemory,
     Capability,
     GuardedMemory,
@@ -620,4 +621,28 @@ async def test_upcoming_returns_the_soonest_due_when_more_are_due_than_one_listi
     assert [i.text for i in soonest] == [f"Errand number {d}" for d in range(1, 6)]
     with pytest.raises(InvalidInput, match="limit"):
         await m.upcoming(scope=ANN, limit=21)
+    await memory.aclose()
+
+
+async def test_a_batch_whose_updates_fail_leaves_nothing_added() -> None:
+    """New memories and duplicates go in two calls; a failing update takes the adds back."""
+    fns = reference_functions()
+    fns.pop("capabilities")
+    good_update = fns["update"]
+    failing = {"on": False}
+
+    async def update(**kwargs: object) -> object:
+        if failing["on"]:
+            raise ConnectionError("the store went away")
+        return await good_update(**kwargs)
+
+    fns["update"] = update
+    memory = CallableMemory(**fns, name="reference")
+    m = agent(memory)
+    await m.remember("Ann drinks green tea every morning", scope=ANN)
+    failing["on"] = True
+    batch = [NewMemory(text="Ann drinks green tea every morning"), NewMemory(text="Ann has a cat called Miso")]
+    with pytest.raises(BackendError):
+        await m.remember_many(batch, scope=ANN)
+    assert [r.text for r in await memory.export(ANN)] == ["Ann drinks green tea every morning"]
     await memory.aclose()

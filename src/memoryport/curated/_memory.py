@@ -19,6 +19,7 @@ from .._guard import GuardedMemory
 from .._port import Capability
 from .._records import MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate, MetadataValue, new_id, utcnow
 from .._sync import run_sync
+from ..storekit import Undo
 from . import _keys as K
 from ._policy import CurationPolicy, containment, cosine, word_overlap
 from ._types import (
@@ -387,16 +388,21 @@ class AgentMemory:
             results[i] = Remembered(
                 id=dup_id, action=action, duplicate_of=dup_id, similarity=round(similarity, 6), measure=measure
             )
-        if adds:
-            await self.memory.add(list(adds.values()), ctx=ctx)
-        if updates:
-            changes = []
-            for record_id, record in updates.items():
-                change: dict[str, Any] = {"id": record_id, "text": record.text, "metadata": record.metadata}
-                if record.expires_at is not None:
-                    change["expires_at"] = record.expires_at
-                changes.append(MemoryUpdate(**change))
-            await self._apply(changes, scope=home, ctx=ctx)
+        # Adds and updates are two calls: if the updates fail, the adds are taken
+        # back, so a batch is never left half written.
+        async with Undo(self.memory.backend) as undo:
+            if adds:
+                added = list(adds)
+                await self.memory.add(list(adds.values()), ctx=ctx)
+                undo.push(lambda: self.memory.delete(added, scope=home, ctx=ctx))
+            if updates:
+                changes = []
+                for record_id, record in updates.items():
+                    change: dict[str, Any] = {"id": record_id, "text": record.text, "metadata": record.metadata}
+                    if record.expires_at is not None:
+                        change["expires_at"] = record.expires_at
+                    changes.append(MemoryUpdate(**change))
+                await self._apply(changes, scope=home, ctx=ctx)
         evicted: tuple[str, ...] = ()
         if policy.max_memories is not None and adds:
             plan = await self._eviction(home, protect=set(adds) | set(updates), ctx=ctx)
