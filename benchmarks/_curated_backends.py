@@ -24,7 +24,7 @@ def open_backend(name: str, folder: Path, **kwargs: Any) -> tuple[Any, Any]:
         if not dsn:
             import pgserver
 
-            handle = pgserver.get_server(tempfile.mkdtemp(prefix="memoryport-bench-pg-"), cleanup_mode="stop")
+            handle = pgserver.get_server(tempfile.mkdtemp(prefix="memoryport-bench-pg-"), cleanup_mode="delete")
             dsn = str(handle.get_uri())
             import psycopg
 

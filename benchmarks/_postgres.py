@@ -43,7 +43,7 @@ def start(dsn: str | None = None) -> Postgres:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        handle = pgserver.get_server(tempfile.mkdtemp(prefix="memoryport-bench-pg-"), cleanup_mode="stop")
+        handle = pgserver.get_server(tempfile.mkdtemp(prefix="memoryport-bench-pg-"), cleanup_mode="delete")
     admin = str(handle.get_uri())
     db = "memoryport_bench_" + secrets.token_hex(3)
     with psycopg.connect(admin, autocommit=True) as conn:

@@ -39,7 +39,7 @@ def start_server() -> Server:
     if not admin:
         import pgserver  # the dev extra installs it
 
-        handle = pgserver.get_server(tempfile.mkdtemp(prefix="memoryport-pg-"), cleanup_mode="stop")
+        handle = pgserver.get_server(tempfile.mkdtemp(prefix="memoryport-pg-"), cleanup_mode="delete")
         admin = str(handle.get_uri())
     db = "memoryport_test_" + secrets.token_hex(4)
     with psycopg.connect(admin, autocommit=True) as conn:
