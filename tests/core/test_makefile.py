@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,8 +16,17 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is no
 
 def planned(target: str) -> str:
     """What `make TARGET` would run from scratch (-n: print only, -B: as if nothing were installed)."""
+    # Under `make test` this runs inside make: drop the outer make's variables so the
+    # plan is the one a person gets (no "make[1]: Entering directory" lines).
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
     return subprocess.run(
-        ["make", "-n", "-B", target], cwd=ROOT, capture_output=True, text=True, check=True, timeout=60
+        ["make", "--no-print-directory", "-n", "-B", target],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
     ).stdout
 
 
