@@ -69,8 +69,7 @@ def _para(rng: random.Random) -> str:
 
 
 def _pdf(path: Path, pages: list[str]) -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "knowledge"))
-    from pdfgen import make_pdf
+    from benchmarks.pdfgen import make_pdf
 
     make_pdf(path, [[p[i : i + 80] for i in range(0, len(p), 80)] for p in pages])
 

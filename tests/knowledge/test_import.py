@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks.pdfgen import make_pdf
 from memoryport import (
     CallableEmbedder,
     CallableMemory,
@@ -23,8 +24,6 @@ from memoryport import (
 )
 from memoryport.cli import main
 from memoryport.knowledge import ChunkOptions, import_knowledge, import_knowledge_sync
-
-from .pdfgen import make_pdf
 
 pytestmark = pytest.mark.anyio
 
