@@ -1,9 +1,9 @@
 """What the Zep and Graphiti adapters add on top of their SDKs, measured side by side.
 
 Graphiti: GuardedMemory[GraphitiStore] against the same Graphiti calls made directly (bulk write of
-one episode + fact per text, hybrid fact search), on in-memory Kuzu with the tests'
-hash embedder. Zep: GuardedMemory[ZepStore] against the same SDK calls made directly, over the
-tests' in-process fake of the v4 API (so this is client-side overhead only: no network,
+one episode + fact per text, hybrid fact search), on in-memory Kuzu with the hash embedder
+of benchmarks/graphiti_kuzu.py. Zep: GuardedMemory[ZepStore] against the same SDK calls made directly, over the
+in-process fake of the v4 API in benchmarks/zep_fake.py (so this is client-side overhead only: no network,
 no server work). Methods are interleaved per round; medians of per-round medians.
 
     .venv/bin/python benchmarks/bench_zep_graphiti.py [--n 300] [--rounds 5]
@@ -15,16 +15,11 @@ import argparse
 import asyncio
 import os
 import statistics
-import sys
 import time
 import uuid
-from pathlib import Path
 
 os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "adapters"))
 
-import test_graphiti as tg
-import test_zep as tz
 from graphiti_core.edges import EntityEdge, EpisodicEdge
 from graphiti_core.nodes import EntityNode, EpisodeType, EpisodicNode
 from graphiti_core.search.search_config import EdgeReranker, EdgeSearchConfig, EdgeSearchMethod, SearchConfig
@@ -33,6 +28,13 @@ from graphiti_core.utils.bulk_utils import add_nodes_and_edges_bulk
 from memoryport import MemoryRecord, MemoryScope
 from memoryport.adapters.graphiti import GraphitiMemory
 from memoryport.adapters.zep import ZepMemory
+
+try:
+    from benchmarks.graphiti_kuzu import DIM, RaisingLLM, kuzu_graphiti
+    from benchmarks.zep_fake import FakeZep, async_client
+except ImportError:  # run as a script: benchmarks/ is on sys.path
+    from graphiti_kuzu import DIM, RaisingLLM, kuzu_graphiti  # type: ignore[no-redef]
+    from zep_fake import FakeZep, async_client  # type: ignore[no-redef]
 
 
 async def timed(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
@@ -45,10 +47,10 @@ async def timed(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
 
 
 async def graphiti_round(n: int) -> dict[str, float]:
-    texts = [f"note {i} about {tg.DIM} things tok{uuid.uuid4().hex[:6]}" for i in range(n)]
+    texts = [f"note {i} about {DIM} things tok{uuid.uuid4().hex[:6]}" for i in range(n)]
     out: dict[str, float] = {}
     # adapter
-    memory = GraphitiMemory(await tg.kuzu_graphiti(tg.RaisingLLM()))
+    memory = GraphitiMemory(await kuzu_graphiti(RaisingLLM()))
     scope = MemoryScope(user_id="bench")
     t0 = time.perf_counter()
     await memory.add([MemoryRecord(scope=scope, text=t) for t in texts])
@@ -56,7 +58,7 @@ async def graphiti_round(n: int) -> dict[str, float]:
     out["graphiti search (adapter)"] = await timed(lambda: memory.search("note things", scope=scope, k=10), 20)
     out["graphiti export (adapter)"] = await timed(lambda: memory.export(scope), 5)
     # the same writes and search, straight through graphiti_core
-    g = await tg.kuzu_graphiti(tg.RaisingLLM())
+    g = await kuzu_graphiti(RaisingLLM())
     group = "bench"
     user = EntityNode(uuid=str(uuid.uuid4()), name="user", group_id=group, labels=["Entity"], summary="")
     vectors = await g.embedder.create_batch(texts)
@@ -107,8 +109,8 @@ async def graphiti_round(n: int) -> dict[str, float]:
 
 async def zep_round(n: int) -> dict[str, float]:
     out: dict[str, float] = {}
-    fake = tz.FakeZep(steps=1)
-    memory = ZepMemory(tz.async_client(fake), poll_interval=0)
+    fake = FakeZep(steps=1)
+    memory = ZepMemory(async_client(fake), poll_interval=0)
     scope = MemoryScope(user_id="bench")
     records = [MemoryRecord(scope=scope, text=f"note {i} about things") for i in range(n)]
     t0 = time.perf_counter()
@@ -116,7 +118,7 @@ async def zep_round(n: int) -> dict[str, float]:
     out["zep add / text, wait=True (adapter)"] = (time.perf_counter() - t0) * 1000 / n
     out["zep search (adapter)"] = await timed(lambda: memory.search("note things", scope=scope, k=10), 50)
     out["zep export (adapter)"] = await timed(lambda: memory.export(scope), 5)
-    client = tz.async_client(fake)
+    client = async_client(fake)
     user = (await client.user.create(user_id=f"raw-{uuid.uuid4()}")).uuid_
     t0 = time.perf_counter()
     for r in records:

@@ -294,3 +294,49 @@ def test_a_planted_private_use_is_reported() -> None:
     assert private_uses(list(imports_of(sibling, "memoryport.adapters.sqlite._update", False))) == []
     found = private_uses(list(imports_of("from ..tools._tools import _Relay", "memoryport.curated.x", False)))
     assert found == ["memoryport.curated.x:1 takes the private _Relay from memoryport.tools._tools"]
+
+
+def benchmark_test_imports(source: str) -> list[str]:
+    """Imports of test modules (and sys.path entries into tests/) in a benchmark's source."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        found += [n for n in names if n == "tests" or n.startswith(("tests.", "test_", "conftest"))]
+        func = node.func if isinstance(node, ast.Call) else None
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr in ("insert", "append")
+            and isinstance(func.value, ast.Attribute)
+            and func.value.attr == "path"
+            and isinstance(func.value.value, ast.Name)
+            and func.value.value.id == "sys"
+            and any(isinstance(c, ast.Constant) and c.value in ("tests", "tests/") for c in ast.walk(node))
+        ):
+            found.append("sys.path into tests/")
+    return found
+
+
+def test_benchmarks_import_no_test_modules() -> None:
+    """Benchmarks stand on their own: shared doubles live in benchmarks/, and tests import them from there."""
+    offenders = {
+        path.name: hits
+        for path in sorted((ROOT / "benchmarks").glob("*.py"))
+        if (hits := benchmark_test_imports(path.read_text(encoding="utf-8")))
+    }
+    assert offenders == {}
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import test_zep as tz",
+        "from tests.adapters.test_zep import FakeZep",
+        'sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "adapters"))',
+    ],
+)
+def test_a_benchmark_importing_a_test_module_is_reported(source: str) -> None:
+    assert benchmark_test_imports(source)
