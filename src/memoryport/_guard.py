@@ -420,6 +420,18 @@ class GuardedMemory(Generic[S]):
 
     # -- the port ----------------------------------------------------------
 
+    def _check_batch(self, items: object, item_type: type, field: str, usage: str) -> None:
+        """A batch is a sequence (not one item, not a string) of at most ``limits.max_batch`` items."""
+        if isinstance(items, (item_type, str)) or not isinstance(items, Sequence):
+            raise UsageError(usage)
+        if len(items) > self.limits.max_batch:
+            raise InvalidInput(
+                f"{field} has {len(items):,} items; the limit is {self.limits.max_batch:,} "
+                "(Limits.max_batch); split the batch",
+                field=field,
+                limit="max_batch",
+            )
+
     async def add(self, records: Sequence[MemoryRecord], *, ctx: EventSink | None = None) -> list[str]:
         """Store a batch of records, all or nothing; return their ids in order.
 
@@ -431,15 +443,9 @@ class GuardedMemory(Generic[S]):
         Example:
             >>> ids = await memory.add([MemoryRecord(scope=ann, text="Ann likes tea")])  # doctest: +SKIP
         """
-        if isinstance(records, (MemoryRecord, str)) or not isinstance(records, Sequence):
-            raise UsageError("add() takes a list of MemoryRecord, e.g. add([MemoryRecord(...)])")
-        if len(records) > self.limits.max_batch:
-            raise InvalidInput(
-                f"records has {len(records):,} items; the limit is {self.limits.max_batch:,} "
-                "(Limits.max_batch); split the batch",
-                field="records",
-                limit="max_batch",
-            )
+        self._check_batch(
+            records, MemoryRecord, "records", "add() takes a list of MemoryRecord, e.g. add([MemoryRecord(...)])"
+        )
         if not records:
             return []
         now = utcnow()
@@ -723,15 +729,12 @@ class GuardedMemory(Generic[S]):
         """
         checked = self._check_scope(scope)
         self._require(Capability.UPDATE, "update()")
-        if isinstance(changes, (MemoryUpdate, str)) or not isinstance(changes, Sequence):
-            raise UsageError("update() takes a list of MemoryUpdate, e.g. update([MemoryUpdate(id=..., text=...)])")
-        if len(changes) > self.limits.max_batch:
-            raise InvalidInput(
-                f"changes has {len(changes):,} items; the limit is {self.limits.max_batch:,} "
-                "(Limits.max_batch); split the batch",
-                field="changes",
-                limit="max_batch",
-            )
+        self._check_batch(
+            changes,
+            MemoryUpdate,
+            "changes",
+            "update() takes a list of MemoryUpdate, e.g. update([MemoryUpdate(id=..., text=...)])",
+        )
         now = utcnow()
         seen: set[str] = set()
         for i, change in enumerate(changes):
