@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -37,3 +38,13 @@ def bow_embedder(dim: int = 64, name: str = "bow-64") -> CallableEmbedder:
 
 def python() -> str:
     return sys.executable
+
+
+def raw_bytes(path: str) -> bytes:
+    """Every byte of a SQLite file and its -wal, -shm and -journal (what an erased text must be absent from)."""
+    out = b""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        if os.path.exists(path + suffix):
+            with open(path + suffix, "rb") as f:
+                out += f.read()
+    return out

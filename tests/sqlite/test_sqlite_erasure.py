@@ -12,7 +12,7 @@ from memoryport import MemoryRecord, MemoryScope, SQLiteMemory
 from memoryport._records import utcnow
 from memoryport.adapters.sqlite import load_driver
 
-from .support import bow_embedder
+from .support import bow_embedder, raw_bytes
 
 ANN = MemoryScope(user_id="ann")
 BEN = MemoryScope(user_id="ben")
@@ -21,15 +21,6 @@ BEN = MemoryScope(user_id="ben")
 def marker() -> str:
     # Digits end the word, so the porter stemmer stores it as written.
     return "zqx" + uuid.uuid4().hex + "9"
-
-
-def raw_bytes(path: str) -> bytes:
-    out = b""
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        if os.path.exists(path + suffix):
-            with open(path + suffix, "rb") as f:
-                out += f.read()
-    return out
 
 
 def leaks(path: str, markers: list[str]) -> list[str]:

@@ -24,7 +24,7 @@ import pytest
 from memoryport import MemoryRecord, MemoryScope, MemoryUpdate, SQLiteMemory
 from memoryport._records import utcnow
 
-from .support import bow_embedder
+from .support import bow_embedder, raw_bytes
 
 SEEDS = int(os.environ.get("MEMORYPORT_ERASURE_SEEDS", "3"))
 WORDS = [
@@ -44,15 +44,6 @@ WORDS = [
     "letter",
     "sister",
 ]
-
-
-def raw_bytes(path: str) -> bytes:
-    out = b""
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        if os.path.exists(path + suffix):
-            with open(path + suffix, "rb") as f:
-                out += f.read()
-    return out
 
 
 MARKER_TAIL = re.compile(rb"[0-9a-f]{7,16}x[0-9]+7")
