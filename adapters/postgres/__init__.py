@@ -133,7 +133,7 @@ async def migrate_dsn(
         >>> await migrate_dsn("postgresql://owner@db/app")  # doctest: +SKIP
         {'schema': 'memoryport', 'schema_version': 1, ...}
     """
-    from ._store import psycopg
+    from ._driver import psycopg
 
     async with await psycopg.AsyncConnection.connect(dsn) as conn:
         info = await _migrate(

@@ -21,7 +21,7 @@ from memoryport import (
 )
 from memoryport._filters import matches
 from memoryport._records import MemoryUpdate
-from memoryport.adapters.postgres import SCHEMA_VERSION, PostgresMemory, PostgresStore, migrate_dsn
+from memoryport.adapters.postgres import SCHEMA_VERSION, PostgresMemory, PostgresStore, _vectors, migrate_dsn
 
 from .support import Server, bow_embedder, fresh_schema
 
@@ -344,13 +344,13 @@ async def test_hnsw_index_serves_large_scopes_and_stays_correct(pg: Server, monk
         await m.add([MemoryRecord(scope=ANN, text=t) for t in texts])
         await m.add([MemoryRecord(scope=BEN, text=t) for t in texts[:20]])
         used: list[bool] = []
-        original = m._store._use_hnsw
+        original = _vectors.use_hnsw
 
         async def spy(*args: object) -> bool:
             used.append(await original(*args))  # type: ignore[arg-type]
             return used[-1]
 
-        monkeypatch.setattr(m._store, "_use_hnsw", spy)
+        monkeypatch.setattr(_vectors, "use_hnsw", spy)
         before = [h.record.text for h in await m.search(texts[123], scope=ANN, k=5)]
         assert used == []  # no index yet: exact
         assert await m.store.create_hnsw_index() is True

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
 
 from memoryport import GuardedMemory, MemoryRecord, MemoryScope
-from memoryport.adapters.postgres import PostgresMemory, PostgresStore, _store
+from memoryport.adapters.postgres import PostgresMemory, PostgresStore, _where
 
 from .support import Server, bow_embedder, fresh_schema
 
@@ -18,6 +19,17 @@ pytestmark = pytest.mark.anyio
 ANN = MemoryScope(user_id="ann")
 BEN = MemoryScope(user_id="ben")
 NOBODY = MemoryScope(session_id="kiosk")  # no user: its own tenant, never an empty setting
+
+
+def forget_the_scope(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Break query building: every module of the adapter gets a ``scope_sql`` with no conditions."""
+    package = "memoryport.adapters.postgres."
+    patched = 0
+    for name, module in list(sys.modules.items()):
+        if name.startswith(package) and hasattr(module, "scope_sql"):
+            monkeypatch.setattr(module, "scope_sql", lambda scope, a="r": _where.Sql())
+            patched += 1
+    assert patched >= 5  # the store, search, keyword, vector, update and erasure modules all build scopes
 
 
 @pytest.fixture
@@ -65,7 +77,7 @@ async def test_an_unscoped_query_returns_nothing_of_other_users(
     memory: GuardedMemory[PostgresStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Break the store's query building (scope conditions gone): RLS still keeps Ben out of Ann's answers."""
-    monkeypatch.setattr(_store, "scope_sql", lambda scope, a="r": _store._Sql())
+    forget_the_scope(monkeypatch)
     store = memory.store
     for query in ("", "green tea", "ben likes green tea 1"):
         hits = await store.search(query, scope=ANN, k=50, filters=None)
@@ -88,7 +100,7 @@ async def test_get_of_another_users_id_is_none_even_unscoped(
     memory: GuardedMemory[PostgresStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ben_ids = [r.id for r in await memory.export(BEN)]
-    monkeypatch.setattr(_store, "scope_sql", lambda scope, a="r": _store._Sql())
+    forget_the_scope(monkeypatch)
     for record_id in ben_ids:
         assert record_id is not None
         assert await memory.store.get(record_id, scope=ANN) is None

@@ -1,0 +1,143 @@
+"""Search once the query is embedded: recent listing, keyword/vector/hybrid ranking, conversational context.
+
+Runs inside one read-only, repeatable-read transaction (the caller's), so every
+statement of a search sees the same snapshot. Ranking itself (fusion, the
+neighbour lift) is :mod:`memoryport.ranking`, shared with SQLite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from memoryport import ranking
+from memoryport._filters import Filters
+from memoryport._port import SearchResults
+from memoryport._records import MemoryHit, MemoryScope, utcnow
+
+from ._keyword import keyword_ranking
+from ._rows import COLUMNS, F32, record_from_row
+from ._vectors import vector_ranking
+from ._where import Sql, filter_sql, live_sql, range_sql, scope_sql
+
+if TYPE_CHECKING:
+    from psycopg import AsyncCursor
+
+    from ._store import PostgresStore
+
+__all__ = ["NEIGHBOUR_SCAN", "neighbours", "recent", "rows_by_rid", "search_hits"]
+
+# How many of a user's records on each side of a candidate the neighbour lookup reads.
+NEIGHBOUR_SCAN = 16
+
+Span = tuple[datetime | None, datetime | None]
+
+
+async def recent(
+    store: PostgresStore, cur: AsyncCursor[Any], scope: MemoryScope, k: int, filters: Filters | None, span: Span
+) -> list[MemoryHit]:
+    """The scope's ``k`` newest live records (an empty query's answer)."""
+    where = filter_sql(range_sql(live_sql(scope_sql(scope), utcnow(), store.retention), *span), filters)
+    await cur.execute(
+        f"SELECT {COLUMNS} FROM {store.quoted_schema}.records r WHERE {where.text} "
+        "ORDER BY r.created_at DESC, r.rid DESC LIMIT %s",
+        [*where.params, k],
+    )
+    rows = await cur.fetchall()
+    return SearchResults(
+        [MemoryHit(record=record_from_row(row), score=1.0 / (1 + i), signal="recent") for i, row in enumerate(rows)],
+        mode="recent",
+    )
+
+
+async def search_hits(
+    store: PostgresStore,
+    cur: AsyncCursor[Any],
+    query: str,
+    qvec: F32 | None,
+    mode: str,
+    scope: MemoryScope,
+    k: int,
+    filters: Filters | None,
+    span: Span = (None, None),
+) -> list[MemoryHit]:
+    """The ``k`` best hits by ``mode`` (``keyword``, ``vector``, ``hybrid``); keyword when ``qvec`` is None."""
+    now = utcnow()
+    limit = max(k, store.candidates)
+    if qvec is None or mode == "keyword":
+        keyword = await keyword_ranking(store, cur, query, scope, limit, filters, now, span)
+        scored = list(ranking.normalise(keyword).items())
+        signal = "keyword"
+    elif mode == "vector":
+        scored = await vector_ranking(store, cur, qvec, scope, k, filters, now, span)
+        signal = "vector"
+    else:
+        keyword = await keyword_ranking(store, cur, query, scope, limit, filters, now, span)
+        vector = await vector_ranking(store, cur, qvec, scope, limit, filters, now, span)
+        scored = ranking.fuse(keyword, vector)
+        signal = "hybrid"
+    if signal == "vector":
+        ranked = scored[:k]
+    else:
+        near = await neighbours(store, cur, scope, [rid for rid, _ in scored], filters, now, span)
+        ranked = ranking.spread_to_neighbours(
+            scored, near, weight=store.context_weight, only_scored=signal == "keyword"
+        )[:k]
+    rows = await rows_by_rid(store, cur, [rid for rid, _ in ranked])
+    return [
+        MemoryHit(record=record_from_row(rows[rid]), score=score, signal=signal) for rid, score in ranked if rid in rows
+    ]
+
+
+async def neighbours(
+    store: PostgresStore,
+    cur: AsyncCursor[Any],
+    scope: MemoryScope,
+    rids: Sequence[int],
+    filters: Filters | None,
+    now: datetime,
+    span: Span = (None, None),
+) -> dict[int, list[tuple[int, int]]]:
+    """rid -> (rid, distance) of the live records of its exact scope written just before and after it."""
+    window = store.context_window
+    if not rids or not store.context_weight or window < 1:
+        return {}
+    s = store.quoted_schema
+    user = "n.user_id IS NULL" if scope.user_id is None else "n.user_id = %s"
+    user_params = [] if scope.user_id is None else [scope.user_id]
+    cond = filter_sql(range_sql(live_sql(Sql(), now, store.retention, "w"), *span, "w"), filters, "w")
+
+    def side(op: str, order: str) -> tuple[str, list[Any]]:
+        # The user's nearest records on this side (index range scan), then
+        # those of the same session and agent, alive and matching the filters.
+        text = (
+            f"ARRAY(SELECT w.rid FROM (SELECT n.* FROM {s}.records n WHERE {user} "
+            f"AND (n.created_at, n.rid) {op} (c.created_at, c.rid) "
+            f"ORDER BY n.created_at {order}, n.rid {order} LIMIT {NEIGHBOUR_SCAN}) w "
+            "WHERE w.session_id IS NOT DISTINCT FROM c.session_id AND w.agent_id IS NOT DISTINCT FROM c.agent_id "
+            f"AND {cond.text} ORDER BY w.created_at {order}, w.rid {order} LIMIT {int(window)})"
+        )
+        return text, [*user_params, *cond.params]
+
+    before, bparams = side("<", "DESC")
+    after, aparams = side(">", "ASC")
+    await cur.execute(
+        f"SELECT c.rid, {before}, {after} FROM {s}.records c WHERE c.rid = ANY(%s)",
+        [*bparams, *aparams, list(rids)],
+    )
+    out: dict[int, list[tuple[int, int]]] = {}
+    for rid, b, a in await cur.fetchall():
+        out[int(rid)] = [(int(x), d) for lst in (b or [], a or []) for d, x in enumerate(lst, 1)]
+    return out
+
+
+async def rows_by_rid(store: PostgresStore, cur: AsyncCursor[Any], rids: Sequence[int]) -> dict[int, Sequence[Any]]:
+    """rid -> the row of :data:`COLUMNS` for those of ``rids`` the transaction sees."""
+    if not rids:
+        return {}
+    await cur.execute(
+        f"SELECT r.rid, {COLUMNS} FROM {store.quoted_schema}.records r WHERE r.rid = ANY(%s)",
+        (list(rids),),
+    )
+    return {int(row[0]): row[1:] for row in await cur.fetchall()}
