@@ -26,6 +26,7 @@ from ._errors import (
     InvalidInput,
     MemoryportError,
     MissingExtra,
+    ModelError,
     UnsupportedCapability,
     UsageError,
 )
@@ -71,6 +72,8 @@ if TYPE_CHECKING:
     from .embedders.rerank import CrossEncoderReranker
     from .embedders.sentence_transformers import SentenceTransformerEmbedder
     from .knowledge import ChunkOptions, ImportReport, import_knowledge, import_knowledge_sync
+    from .models import CallableModel, ModelPort
+    from .models.openai import OpenAIModel
     from .tools import (
         MemoryTool,
         MemoryTools,
@@ -130,6 +133,9 @@ _LAZY: dict[str, str] = {
     "import_knowledge": "memoryport.knowledge",
     "import_knowledge_sync": "memoryport.knowledge",
     "AgentMemory": "memoryport.curated",
+    "CallableModel": "memoryport.models",
+    "ModelPort": "memoryport.models",
+    "OpenAIModel": "memoryport.models.openai",
     "CurationPolicy": "memoryport.curated",
     "NewMemory": "memoryport.curated",
     "curated_tools": "memoryport.curated",
@@ -142,6 +148,7 @@ __all__ = [
     "BackendError",
     "CallableEmbedder",
     "CallableMemory",
+    "CallableModel",
     "CallableReranker",
     "Capability",
     "ChunkOptions",
@@ -174,9 +181,12 @@ __all__ = [
     "MemoryportError",
     "MetadataValue",
     "MissingExtra",
+    "ModelError",
+    "ModelPort",
     "NewFact",
     "NewMemory",
     "OpenAIEmbedder",
+    "OpenAIModel",
     "PendingWrite",
     "PostgresMemory",
     "Related",

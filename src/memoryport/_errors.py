@@ -8,7 +8,8 @@ Every error the package raises on purpose derives from :class:`MemoryportError`:
     ├── UsageError                       the API was called the wrong way
     │   └── EmbedderMismatch             a file was opened with another embedder
     ├── BackendError                     a backend or third-party SDK failed (chained)
-    │   └── EmbeddingError               an embedder failed
+    │   ├── EmbeddingError               an embedder failed
+    │   └── ModelError                   a language model failed or answered badly
     └── MissingExtra (ImportError)       an optional dependency is not installed
 
 Error messages name fields and limits, never the stored texts.
@@ -23,6 +24,7 @@ __all__ = [
     "InvalidInput",
     "MemoryportError",
     "MissingExtra",
+    "ModelError",
     "UnsupportedCapability",
     "UsageError",
 ]
@@ -93,6 +95,27 @@ class BackendError(MemoryportError):
 
 class EmbeddingError(BackendError):
     """An embedder failed or returned rows of the wrong shape."""
+
+
+class ModelError(BackendError):
+    """A language model (a :class:`~memoryport.models.ModelPort`) failed or its answer was unusable.
+
+    Messages and logs carry the reason and the error type, never the prompt or the answer.
+
+    Attributes:
+        reason: ``"timeout"``, ``"connect"`` (the server could not be reached),
+            ``"http"`` (an error status), ``"malformed"`` (not a JSON object, or
+            not the expected shape), ``"refused"`` (no content) or ``"error"``
+            (the model's function raised).
+
+    Example:
+        >>> ModelError("model 'm' timed out", backend="m", reason="timeout").reason
+        'timeout'
+    """
+
+    def __init__(self, message: str, *, backend: str, reason: str, operation: str = "complete") -> None:
+        super().__init__(message, backend=backend, operation=operation)
+        self.reason = reason
 
 
 class MissingExtra(MemoryportError, ImportError):
