@@ -103,11 +103,15 @@ def _check_rows(
 ) -> set[int]:
     """The subset of ``rids`` in scope, alive and matching the filters."""
     keep: set[int] = set()
+    # NOT INDEXED: look each row up by rid. Without it SQLite's planner (no
+    # statistics) prefers the (user_id, created_at) index and walks every
+    # record of the user, checking the rid list per row: 55 ms instead of
+    # 0.1 ms for 82 candidates of a user holding 100k records.
     for chunk in chunks(rids):
         keep.update(
             r[0]
             for r in conn.execute(
-                f"SELECT r.rid FROM records r WHERE r.rid IN ({','.join('?' * len(chunk))}) "
+                f"SELECT r.rid FROM records r NOT INDEXED WHERE r.rid IN ({','.join('?' * len(chunk))}) "
                 f"AND {where} AND {live}{fsql}",
                 [*chunk, *params, now, *fparams],
             )
