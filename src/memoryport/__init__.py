@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from .embedders.rerank import CrossEncoderReranker
     from .embedders.sentence_transformers import SentenceTransformerEmbedder
     from .knowledge import ChunkOptions, ImportReport, import_knowledge, import_knowledge_sync
+    from .loop import ConversationLog, loop_tools
     from .models import CallableModel, ModelPort
     from .models.openai import OpenAIModel
     from .tools import (
@@ -139,6 +140,8 @@ _LAZY: dict[str, str] = {
     "CurationPolicy": "memoryport.curated",
     "NewMemory": "memoryport.curated",
     "curated_tools": "memoryport.curated",
+    "ConversationLog": "memoryport.loop",
+    "loop_tools": "memoryport.loop",
 }
 
 __all__ = [
@@ -152,6 +155,7 @@ __all__ = [
     "CallableReranker",
     "Capability",
     "ChunkOptions",
+    "ConversationLog",
     "CopyReport",
     "CrossEncoderReranker",
     "CurationPolicy",
@@ -215,6 +219,7 @@ __all__ = [
     "graph_tools",
     "import_knowledge",
     "import_knowledge_sync",
+    "loop_tools",
     "memory_tools",
     "pii_check",
     "redact_pii",

@@ -27,6 +27,7 @@ __all__ = [
     "IMPORTANCE",
     "KIND",
     "LAST_USED",
+    "LOG",
     "PINNED",
     "PREFIX",
     "REMINDED_AT",
@@ -68,6 +69,10 @@ SUPERSEDES = "mp:supersedes"
 """``str``: the id of the older version this memory replaced."""
 SUPERSEDED_BY = "mp:superseded_by"
 """``str``: the id of the newer version (the memory is hidden from recall by default)."""
+LOG = "mp:log"
+"""``str``: marks a record of the agent loop (``turn``, ``tool`` or ``scratch``; see
+:mod:`memoryport.loop`), not a curated memory. Curated reads, dedup, decay, the
+cap, stats and forgetting leave such records out unless asked (``include_log=True``)."""
 ENTITY = "mp:entity:"
 """Prefix of the entity keys: ``mp:entity:<normalised name>`` = ``True``."""
 

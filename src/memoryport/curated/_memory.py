@@ -238,8 +238,12 @@ class AgentMemory:
         self._check(record, field)
         return record
 
-    def _live_filters(self, include_superseded: bool) -> dict[str, Any]:
-        return {} if include_superseded else {K.SUPERSEDED_BY: {"$exists": False}}
+    def _live_filters(self, include_superseded: bool, include_log: bool = False) -> dict[str, Any]:
+        """Current curated memories: not superseded (unless asked), not the agent loop's records (``mp:log``)."""
+        filters: dict[str, Any] = {} if include_log else {K.LOG: {"$exists": False}}
+        if not include_superseded:
+            filters[K.SUPERSEDED_BY] = {"$exists": False}
+        return filters
 
     async def _similarities(
         self, text: str, hits: Sequence[MemoryHit], *, purpose: Literal["dedup", "forget"]
@@ -657,8 +661,9 @@ class AgentMemory:
         min_importance: float | None,
         max_importance: float | None,
         include_superseded: bool,
+        include_log: bool = False,
     ) -> dict[str, Any]:
-        filters: dict[str, Any] = self._live_filters(include_superseded)
+        filters: dict[str, Any] = self._live_filters(include_superseded, include_log)
         if kind is not None:
             if isinstance(kind, str):
                 filters[K.KIND] = self._kind(kind, "kind")
@@ -711,14 +716,17 @@ class AgentMemory:
         since: Any = None,
         until: Any = None,
         include_superseded: bool = False,
+        include_log: bool = False,
         ranking: Literal["salience", "relevance"] = "salience",
         reinforce: bool = True,
         ctx: EventSink | None = None,
     ) -> list[MemoryItem]:
         """The ``k`` most salient memories for ``query`` (``ranking="relevance"``: the backend's order).
 
-        Superseded versions are hidden unless ``include_superseded=True``. An
-        empty query lists the newest. Each memory returned is reinforced
+        Superseded versions are hidden unless ``include_superseded=True``, and
+        the agent loop's records (conversation turns, tool calls, scratch items;
+        see :mod:`memoryport.loop`) unless ``include_log=True``. An empty query
+        lists the newest. Each memory returned is reinforced
         (``recall_boost``, last use, one more use) unless ``reinforce=False``
         or the policy's ``recall_boost`` is 0. ``since``/``until`` are the
         port's time range over ``created_at``.
@@ -733,7 +741,8 @@ class AgentMemory:
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= limits.max_k:
             raise InvalidInput(f"k must be an integer from 1 to {limits.max_k}", field="k", limit="max_k")
         filters = self._filters(kind=kind, entity=entity, min_importance=min_importance,
-                                max_importance=max_importance, include_superseded=include_superseded)
+                                max_importance=max_importance, include_superseded=include_superseded,
+                                include_log=include_log)
         blank = not isinstance(query, str) or not query.strip()
         fetch = k if (ranking == "relevance" or blank) else min(limits.max_k, max(k * self.policy.candidates, k + 10))
         hits = await self.memory.search(query, scope=scope, k=fetch, filters=filters, since=since, until=until,
@@ -745,8 +754,10 @@ class AgentMemory:
             items = [self._item(h.record, score=float(h.score)) for h in hits[:k]]
         if reinforce and self.policy.recall_boost > 0 and items:
             boost = self.policy.recall_boost
-            changes = [MemoryUpdate(id=i.id, metadata=self._touched(i.record.metadata, now, boost)) for i in items]
-            await self._apply(changes, scope, ctx)
+            changes = [MemoryUpdate(id=i.id, metadata=self._touched(i.record.metadata, now, boost))
+                       for i in items if K.LOG not in i.record.metadata]
+            if changes:
+                await self._apply(changes, scope, ctx)
         return items
 
     async def get(self, id: str, *, scope: MemoryScope, ctx: EventSink | None = None) -> MemoryItem | None:
@@ -790,6 +801,7 @@ class AgentMemory:
         since: Any = None,
         until: Any = None,
         include_superseded: bool = False,
+        include_log: bool = False,
         limit: int = 100,
         ctx: EventSink | None = None,
     ) -> list[MemoryItem]:
@@ -799,7 +811,8 @@ class AgentMemory:
             >>> prefs = await memory.list_memories(scope=ann, kind="preference", min_importance=0.7)  # doctest: +SKIP
         """
         filters = self._filters(kind=kind, entity=entity, min_importance=min_importance,
-                                max_importance=max_importance, include_superseded=include_superseded)
+                                max_importance=max_importance, include_superseded=include_superseded,
+                                include_log=include_log)
         hits = await self.memory.search("", scope=scope, k=limit, filters=filters, since=since, until=until, ctx=ctx)
         return [self._item(h.record) for h in hits]
 
@@ -870,7 +883,14 @@ class AgentMemory:
             # and "due, not done" cannot be counted by the backend either: one export answers both.
             self._need(Capability.EXPORT, "AgentMemory.stats()")
             records = await self.memory.export(scope, ctx=ctx)
-        total = await count(scope, ctx=ctx)
+        # The agent loop's records (mp:log) are not memories: they are left out of every count.
+        memories = {K.LOG: {"$exists": False}}
+        if operators:
+            total = await count(scope, filters=memories, ctx=ctx)
+        else:
+            assert records is not None
+            records = [r for r in records if K.LOG not in r.metadata]
+            total = len(records)
         by_kind = {kind: await count(scope, filters={K.KIND: kind}, ctx=ctx) for kind in self.policy.kinds}
         pinned = await count(scope, filters={K.PINNED: True}, ctx=ctx)
         if operators:
@@ -889,7 +909,11 @@ class AgentMemory:
             year, month = (year, month - 1) if month > 1 else (year - 1, 12)
         for start in reversed(starts):
             end = datetime(start.year + (start.month == 12), start.month % 12 + 1, 1, tzinfo=timezone.utc)
-            by_month[f"{start:%Y-%m}"] = await count(scope, since=start, until=end, ctx=ctx)
+            if operators:
+                by_month[f"{start:%Y-%m}"] = await count(scope, filters=memories, since=start, until=end, ctx=ctx)
+            else:
+                assert records is not None
+                by_month[f"{start:%Y-%m}"] = sum(start <= r.created_at < end for r in records)
         by_entity: dict[str, int] | None = None
         if entities:
             assert records is not None
@@ -982,7 +1006,7 @@ class AgentMemory:
         line = self.policy.forget_threshold if threshold is None else self._importance(threshold, "threshold")
         if not isinstance(dry_run, bool):
             raise UsageError("dry_run must be True or False")
-        hits = await self.memory.search(query, scope=scope, k=k, ctx=ctx)
+        hits = await self.memory.search(query, scope=scope, k=k, filters=self._live_filters(True), ctx=ctx)
         sims, measure = await self._similarities(query, hits, purpose="forget")
         chosen = sorted(((s, h) for s, h in zip(sims, hits, strict=False) if s >= line), key=lambda t: -t[0])
         items: list[RemovalItem] = []
@@ -1055,6 +1079,8 @@ class AgentMemory:
         updates: list[MemoryUpdate] = []
         doomed: list[RemovalItem] = []
         for record in await self.memory.export(scope, ctx=ctx):
+            if K.LOG in record.metadata:
+                continue
             item = self._item(record)
             if item.pinned:
                 continue
@@ -1092,13 +1118,18 @@ class AgentMemory:
             return Removal(dry_run=True, items=())
         self._need(Capability.COUNT, "CurationPolicy.max_memories")
         self._need(Capability.EXPORT, "CurationPolicy.max_memories")
-        total = await self.memory.count(home, ctx=ctx)
+        # Everything in the scope first (cheap); the agent loop's records are not
+        # memories and do not count against the cap, so over it, the export decides.
+        if await self.memory.count(home, ctx=ctx) <= cap:
+            return Removal(dry_run=True, items=(), threshold=float(cap))
+        records = [r for r in await self.memory.export(home, ctx=ctx) if K.LOG not in r.metadata]
+        total = len(records)
         if total <= cap:
             return Removal(dry_run=True, items=(), threshold=float(cap))
         now = self._now()
         weights = self.policy.salience
         ranked: list[tuple[float, datetime, MemoryRecord]] = []
-        for record in await self.memory.export(home, ctx=ctx):
+        for record in records:
             if record.metadata.get(K.PINNED) is True or record.id in protect:
                 continue
             item = self._item(record)

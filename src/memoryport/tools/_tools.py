@@ -197,7 +197,9 @@ class MemoryTools(Sequence[MemoryTool]):
     every host shape as a method: :meth:`openai`, :meth:`anthropic`,
     :meth:`dispatch` (and :meth:`dispatch_sync`), :meth:`mcp_server` and
     :meth:`serve_stdio`. The options are attributes the tools read
-    (``memory``, ``k``, ``write_check``, ...).
+    (``memory``, ``k``, ``write_check``, ...). ``registry`` binds another
+    family of :class:`~memoryport.tools._tool.Tool` classes instead of the
+    registered ones (as :func:`memoryport.loop.loop_tools` does).
 
     Example:
         >>> tools = MemoryTools(memory, k=3)                               # doctest: +SKIP
@@ -219,6 +221,7 @@ class MemoryTools(Sequence[MemoryTool]):
         write_check: WriteCheck | None = pii_check,
         read_filter: ReadFilter | None = redact_pii,
         approve: Approve | None = None,
+        registry: Sequence[type[Tool]] | None = None,
     ) -> None:
         if not isinstance(memory, GuardedMemory):
             raise UsageError(
@@ -258,7 +261,9 @@ class MemoryTools(Sequence[MemoryTool]):
         self.read_filter = read_filter
         self.approve = approve
         self._keeps_session = keeps_session
-        bound = [self._bind(cls(self)) for cls in REGISTRY]
+        # Another family of tool classes (e.g. the agent loop's) binds the same way.
+        classes = REGISTRY if registry is None else list(registry)
+        bound = [self._bind(cls(self)) for cls in classes]
         self._tools: tuple[MemoryTool, ...] = tuple(t for t in bound if t is not None)
         self._by_name = {t.name: t for t in self._tools}
 

@@ -1,0 +1,18 @@
+"""The runnable examples in the agent loop's docstrings give what they show."""
+
+from __future__ import annotations
+
+import doctest
+from types import ModuleType
+
+import pytest
+
+from memoryport.loop import _conversation
+
+MODULES: list[ModuleType] = [_conversation]
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)
+def test_docstring_examples(module: ModuleType) -> None:
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
