@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from .embedders.openai import OpenAIEmbedder
     from .embedders.rerank import CrossEncoderReranker
     from .embedders.sentence_transformers import SentenceTransformerEmbedder
+    from .extraction import ExtractionPolicy, MemoryExtractor
     from .knowledge import ChunkOptions, ImportReport, import_knowledge, import_knowledge_sync
     from .loop import ConversationLog, loop_tools
     from .models import CallableModel, ModelPort
@@ -135,6 +136,8 @@ _LAZY: dict[str, str] = {
     "import_knowledge_sync": "memoryport.knowledge",
     "AgentMemory": "memoryport.curated",
     "CallableModel": "memoryport.models",
+    "ExtractionPolicy": "memoryport.extraction",
+    "MemoryExtractor": "memoryport.extraction",
     "ModelPort": "memoryport.models",
     "OpenAIModel": "memoryport.models.openai",
     "CurationPolicy": "memoryport.curated",
@@ -163,6 +166,7 @@ __all__ = [
     "EmbeddingError",
     "EmbeddingPort",
     "EventSink",
+    "ExtractionPolicy",
     "Fact",
     "GraphPort",
     "GraphitiMemory",
@@ -175,6 +179,7 @@ __all__ = [
     "LocalEmbedder",
     "Mem0Memory",
     "MemoryEvent",
+    "MemoryExtractor",
     "MemoryHit",
     "MemoryPort",
     "MemoryRecord",

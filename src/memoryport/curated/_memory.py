@@ -574,6 +574,52 @@ class AgentMemory:
         fresh = await self.memory.get(version.id, scope=scope, ctx=ctx)
         return None if fresh is None else self._item(fresh)
 
+    async def supersede(
+        self, old_id: str, *, by: str, scope: MemoryScope, ctx: EventSink | None = None
+    ) -> bool:
+        """Mark memory ``old_id`` as superseded by the existing memory ``by`` (lineage, no new record).
+
+        What :meth:`update` with ``keep_history=True`` does when the newer
+        version is already stored (reconciliation finds two memories that
+        contradict each other): the old one gets ``mp:superseded_by`` (hidden
+        from recall), and the oldest version of ``by`` gets ``mp:supersedes``,
+        so :meth:`history` walks from ``by`` down to ``old_id`` and deleting
+        ``by`` takes ``old_id`` with it. Returns ``False`` and changes nothing
+        when either is not in ``scope``, they are the same, ``old_id`` is
+        already superseded, or it is already in ``by``'s history.
+
+        Example:
+            >>> await memory.supersede(paris.id, by=lyon.id, scope=ann)  # doctest: +SKIP
+            True
+        """
+        old_id = self.memory.limits.check_id(old_id, "old_id")
+        by = self.memory.limits.check_id(by, "by")
+        if old_id == by:
+            return False
+        old = await self.memory.get(old_id, scope=scope, ctx=ctx)
+        newer = await self.memory.get(by, scope=scope, ctx=ctx)
+        if old is None or newer is None or K.SUPERSEDED_BY in old.metadata or K.SUPERSEDED_BY in newer.metadata:
+            return False
+        root = newer
+        seen = {by}
+        while isinstance(below := root.metadata.get(K.SUPERSEDES), str):
+            if below == old_id or below in seen:
+                return False
+            seen.add(below)
+            previous = await self.memory.get(below, scope=scope, ctx=ctx)
+            if previous is None:
+                break
+            root = previous
+        if isinstance(root.metadata.get(K.SUPERSEDES), str):
+            return False  # the chain ends in a version that is gone: do not overwrite its link
+        root_md = dict(root.metadata)
+        root_md[K.SUPERSEDES] = old_id
+        old_md = dict(old.metadata)
+        old_md[K.SUPERSEDED_BY] = str(root.id)
+        await self._apply([MemoryUpdate(id=str(root.id), metadata=root_md), MemoryUpdate(id=old_id, metadata=old_md)],
+                          scope, ctx)
+        return True
+
     async def _patch(
         self,
         ids: Sequence[str],
