@@ -40,6 +40,7 @@ def PostgresMemory(
     hnsw_ef_construction: int = 64,
     context_weight: float = NEIGHBOUR_WEIGHT,
     context_window: int = NEIGHBOUR_WINDOW,
+    durability: str | None = None,
     **guard: Unpack[GuardOptions],
 ) -> GuardedMemory[PostgresStore]:
     """Long-term memory in PostgreSQL: full-text and pgvector search, row-level security, real erasure.
@@ -81,6 +82,14 @@ def PostgresMemory(
             slow; see ``PostgresStore.create_hnsw_index``) and its parameters.
         context_weight, context_window: conversational context, as in
             :class:`~memoryport.SQLiteMemory`.
+        durability: what a committed write survives. ``None`` (default): the
+            server's ``synchronous_commit`` (``on`` unless an operator changed
+            it: each commit waits for the WAL to reach the disk). ``"normal"``
+            (``synchronous_commit = off`` for memoryport's writes, SQLite's
+            default): a client crash loses nothing committed; a server or OS
+            crash can lose the last moments' transactions (at most
+            3 × ``wal_writer_delay``, 0.6 s by default), never consistency; a
+            one-record add no longer waits for the disk. ``"full"``: ``on``.
         **guard: the guard's options (:class:`~memoryport.GuardOptions`);
             ``retention_days`` also makes the store's own queries skip older records.
 
@@ -112,6 +121,7 @@ def PostgresMemory(
         hnsw_ef_construction=hnsw_ef_construction,
         context_weight=context_weight,
         context_window=context_window,
+        durability=durability,
     )
     return GuardedMemory(store, **guard)
 

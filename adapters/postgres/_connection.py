@@ -5,6 +5,13 @@ know the schema. Every statement the store runs goes through :meth:`Database.tx`
 which sets ``memoryport.tenant`` (the RLS key) for that transaction only, so no
 query can be written outside a scoped transaction. Reads are retried on a lost
 connection (they are idempotent); writes only when nothing can have committed.
+
+Round trips are the cost of a small call (each one waits for the server to be
+scheduled), so a transaction runs in psycopg's pipeline mode: ``BEGIN``, the
+settings and the first statement go to the server together, and the client
+waits only where it needs a result. Connections are not pinged when taken from
+the pool; a connection found dead makes the pool check its idle connections
+before the call is retried.
 """
 
 from __future__ import annotations
@@ -13,21 +20,34 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from memoryport._errors import BackendError, UsageError
 
-from ._driver import Dumper, TypeInfo, pg_errors, pg_sql, psycopg, psycopg_pool
+from ._driver import Dumper, TypeInfo, pg_errors, psycopg, psycopg_pool
 from ._rows import Vector
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection, AsyncCursor
     from psycopg_pool import AsyncConnectionPool
 
-__all__ = ["Database", "is_connection_error"]
+__all__ = ["DURABILITY", "Database", "is_connection_error"]
 
 logger = logging.getLogger("memoryport")
 T = TypeVar("T")
+
+#: ``durability=`` → PostgreSQL's ``synchronous_commit`` for memoryport's write
+#: transactions (``None``: the server's, role's or database's setting, ``on``
+#: unless an operator changed it). ``normal`` (``off``): a commit returns before
+#: its WAL reaches the disk; a client crash loses nothing committed, a server or
+#: OS crash can lose the transactions of the last moments (at most three times
+#: ``wal_writer_delay``, 0.6 s by default), never consistency. ``full`` (``on``):
+#: every commit waits for the WAL flush, as SQLite's ``full``.
+DURABILITY: dict[str | None, str | None] = {None: None, "normal": "off", "full": "on"}
+
+# The connection whose write transaction the current task is inside (see Database.write).
+_WRITING: ContextVar[object | None] = ContextVar("memoryport_postgres_writing", default=None)
 
 
 def is_connection_error(exc: BaseException) -> bool:
@@ -48,6 +68,7 @@ class Database:
         name: str,
         pool_size: int,
         connect_timeout: float,
+        durability: str | None = None,
         backend: str = "postgres",
     ) -> None:
         self.dsn = dsn
@@ -56,6 +77,7 @@ class Database:
         self.pool_size = pool_size
         self.connect_timeout = connect_timeout
         self.backend = backend
+        self.synchronous_commit = DURABILITY[durability]
         self.closed = False
         #: pgvector's type and the binary dumper of :class:`Vector` (set once the schema is read).
         self.vector_type: TypeInfo | None = None
@@ -77,12 +99,11 @@ class Database:
                 min_size=1,
                 max_size=max(1, self.pool_size),
                 open=False,
-                # A connection is checked when taken from the pool: after a server
-                # restart the pool replaces its dead connections instead of failing.
-                check=psycopg_pool.AsyncConnectionPool.check_connection,
                 kwargs={"application_name": "memoryport"},
                 name=f"memoryport-{self.name}",
                 timeout=self.connect_timeout,
+                # No ping when a connection is taken (a round trip per call): a dead
+                # one fails the call's first statement, and the retry checks the pool.
             )
             self._pools[loop] = pool
             try:
@@ -110,25 +131,29 @@ class Database:
     async def tx(
         self, conn: AsyncConnection[Any], tenant_key: str | None, *, read_only: bool = False
     ) -> AsyncIterator[AsyncCursor[Any]]:
-        """A transaction with ``memoryport.tenant`` set (or every tenant, ``None``, for maintenance)."""
+        """A transaction with ``memoryport.tenant`` set (or every tenant, ``None``, for maintenance).
+
+        Inside :meth:`write` the connection is already in its transaction: the
+        setting changes for the statements that follow (a batch writes each
+        user's rows under that user's setting), and the write commits them all.
+        """
+        cur = self.cursor(conn)
+        if _WRITING.get() is conn:
+            await cur.execute(*_setting(tenant_key))
+            yield cur
+            return
         async with conn.transaction():
-            setup: list[pg_sql.Composable] = []
             if read_only:
                 # One snapshot for every statement of a search: a batch is seen whole or not at all.
-                setup.append(pg_sql.SQL("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"))
+                await cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 # Row-level security's condition makes the planner expect a handful of
                 # rows, so it would read all of a user's rows and sort them where a walk
                 # of the (user_id, created_at) index in order stops after k. Statements
                 # that must sort (scores) still sort.
-                setup.append(pg_sql.SQL("SET LOCAL enable_sort = off; SET LOCAL enable_bitmapscan = off"))
-            if tenant_key is None:
-                setup.append(pg_sql.SQL("SELECT set_config('memoryport.all_tenants', 'on', true)"))
-            else:
-                setup.append(
-                    pg_sql.SQL("SELECT set_config('memoryport.tenant', {}, true)").format(pg_sql.Literal(tenant_key))
+                await cur.execute(
+                    "SELECT set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)"
                 )
-            cur = self.cursor(conn)
-            await cur.execute(pg_sql.SQL("; ").join(setup))
+            await cur.execute(*_setting(tenant_key))
             yield cur
 
     async def read(self, operation: str, fn: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
@@ -136,12 +161,12 @@ class Database:
         for attempt in range(3):
             pool = await self.pool()
             try:
-                async with pool.connection() as conn:
+                async with pool.connection() as conn, conn.pipeline():
                     return await fn(conn)
             except Exception as exc:
                 if attempt < 2 and is_connection_error(exc):
                     logger.warning("PostgreSQL: connection lost during %s; retrying", operation)
-                    await asyncio.sleep(0.05 * (attempt + 1))
+                    await _recover(pool, attempt)
                     continue
                 raise
         raise AssertionError("unreachable")  # pragma: no cover
@@ -152,9 +177,17 @@ class Database:
             pool = await self.pool()
             committing = False
             try:
-                async with pool.connection() as conn:
+                async with pool.connection() as conn, conn.pipeline():
                     async with conn.transaction():
-                        result = await fn(conn)
+                        if self.synchronous_commit is not None:
+                            await conn.execute(
+                                "SELECT set_config('synchronous_commit', %s, true)", (self.synchronous_commit,)
+                            )
+                        token = _WRITING.set(conn)
+                        try:
+                            result = await fn(conn)
+                        finally:
+                            _WRITING.reset(token)
                         committing = True
                     return result
             except (pg_errors.DeadlockDetected, pg_errors.SerializationFailure):
@@ -178,7 +211,7 @@ class Database:
                         operation=operation,
                     ) from exc
                 logger.warning("PostgreSQL: connection lost during %s before commit; retrying", operation)
-                await asyncio.sleep(0.05 * (attempt + 1))
+                await _recover(pool, attempt)
         raise AssertionError("unreachable")  # pragma: no cover
 
     @asynccontextmanager
@@ -207,3 +240,19 @@ class Database:
                 future = asyncio.run_coroutine_threadsafe(pool.close(), loop)
                 await asyncio.wrap_future(future)
             # A pool of a loop that is gone has no live tasks left to close.
+
+
+def _setting(tenant_key: str | None) -> tuple[str, tuple[str, ...]]:
+    """The statement setting the RLS key for the rest of the transaction."""
+    if tenant_key is None:
+        return "SELECT set_config('memoryport.all_tenants', 'on', true)", ()
+    return "SELECT set_config('memoryport.tenant', %s, true)", (tenant_key,)
+
+
+async def _recover(pool: AsyncConnectionPool[Any], attempt: int) -> None:
+    """After a lost connection: drop the pool's dead idle connections (a server restart kills them all)."""
+    await asyncio.sleep(0.05 * (attempt + 1))
+    try:
+        await pool.check()
+    except Exception as exc:  # the retry reports what is still wrong
+        logger.debug("PostgreSQL: checking the pool failed (%s)", type(exc).__name__)

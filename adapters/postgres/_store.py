@@ -38,7 +38,7 @@ from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MemoryUpda
 from memoryport.storekit import embed_unit
 
 from ._add import add_records
-from ._connection import Database
+from ._connection import DURABILITY, Database
 from ._driver import TypeInfo, psycopg_pool
 from ._erasure import delete_records, purge_records, vacuum_tables
 from ._rows import COLUMNS, F32, record_from_row, vector_dumper
@@ -88,6 +88,7 @@ class PostgresStore:
         context_weight: float = ranking.NEIGHBOUR_WEIGHT,
         context_window: int = ranking.NEIGHBOUR_WINDOW,
         connect_timeout: float = 30.0,
+        durability: str | None = None,
     ) -> None:
         if embedder is not None and not isinstance(embedder, EmbeddingPort):
             raise UsageError(f"embedder must be an EmbeddingPort, not {type(embedder).__name__}")
@@ -99,6 +100,11 @@ class PostgresStore:
         check_int(hnsw_ef_construction, "hnsw_ef_construction", minimum=4)
         check_int(context_window, "context_window", minimum=0)
         context_weight = check_number(context_weight, "context_weight", minimum=0.0, maximum=1.0)
+        if not (durability is None or (isinstance(durability, str) and durability in DURABILITY)):
+            raise InvalidInput(
+                f"durability must be 'normal', 'full' or None (the server's setting), not {durability!r}",
+                field="durability",
+            )
         if search_mode not in ("hybrid", "vector", "keyword"):
             raise InvalidInput("search_mode must be 'hybrid', 'vector' or 'keyword'", field="search_mode")
         self.schema = schema
@@ -150,7 +156,10 @@ class PostgresStore:
             caps.add(Capability.VECTOR_SEARCH)
         self.capabilities = frozenset(caps)
         #: Pools and RLS-scoped transactions (``_connection.py``).
-        self.db = Database(dsn, host_pool, name=schema, pool_size=pool_size, connect_timeout=connect_timeout)
+        self.durability = durability
+        self.db = Database(
+            dsn, host_pool, name=schema, pool_size=pool_size, connect_timeout=connect_timeout, durability=durability
+        )
         #: The schema's meta once read (first use).
         self.info: SchemaInfo | None = None
         self._ready_lock: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}

@@ -379,3 +379,33 @@ def test_without_psycopg_the_error_names_the_extra() -> None:
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     assert "MissingExtra" in proc.stderr and 'pip install "memoryport[postgres]"' in proc.stderr
+
+
+async def test_durability_sets_synchronous_commit_of_writes_only(pg: Server) -> None:
+    """``durability="normal"`` turns the WAL flush off for memoryport's write transactions; bad values are refused."""
+    from memoryport.adapters.postgres import _connection
+
+    with pytest.raises(InvalidInput, match="durability"):
+        PostgresMemory(pg.app_dsn, durability="fast")
+    with pytest.raises(InvalidInput, match="durability"):
+        PostgresMemory(pg.app_dsn, durability=["normal"])  # type: ignore[arg-type]
+    for durability, expected in ((None, "on"), ("normal", "off"), ("full", "on")):
+        m = PostgresMemory(pg.app_dsn, schema=fresh_schema(), durability=durability, pool_size=1)
+        seen: list[str] = []
+
+        async def show(seen: list[str] = seen) -> None:
+            conn = _connection._WRITING.get()
+            cur = await conn.execute("SHOW synchronous_commit")  # type: ignore[union-attr]
+            row = await cur.fetchone()
+            seen.append(str(row[0]) if row else "")
+
+        try:
+            m.store._before_commit = show
+            await m.add([MemoryRecord(scope=ANN, text="tea")])
+            assert seen == [expected], durability
+            async with await psycopg.AsyncConnection.connect(pg.app_dsn) as conn:  # other sessions keep theirs
+                cur = await conn.execute("SHOW synchronous_commit")
+                assert await cur.fetchone() == ("on",)
+            assert [h.record.text for h in await m.search("tea", scope=ANN)] == ["tea"]
+        finally:
+            await m.aclose()
