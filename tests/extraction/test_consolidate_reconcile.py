@@ -203,3 +203,33 @@ async def test_supersede_keeps_chains(stocked: Any) -> None:
     assert not await memory.supersede(ids[TEA], by=ids["ben"], scope=ANN)  # not in scope
     assert not await memory.supersede(ids[TEA], by=ids[TEA], scope=ANN)
     assert await memory.delete([newer.id], scope=ANN) == 3  # the whole lineage goes
+
+
+async def test_consolidate_from_the_conversation_log(tmp_path: Path) -> None:
+    from memoryport.loop import ConversationLog, NewTurn
+
+    memory = AgentMemory(SQLiteMemory(tmp_path / "log.db"))
+    clock = {"now": NOW - timedelta(days=30)}
+    log = ConversationLog(memory.memory, clock=lambda: clock["now"])
+    old = session("old", 30, 7)
+    await log.store_turns([NewTurn(t.role, t.text, at=t.at) for t in old.turns],
+                          scope=MemoryScope(user_id="ann", session_id="old"))
+    going = session("going", 20, 6)  # started 20 days ago, still going on today
+    await log.store_turns([NewTurn(t.role, t.text, at=t.at) for t in going.turns] +
+                          [NewTurn("user", "back again", at=NOW - timedelta(hours=1))],
+                          scope=MemoryScope(user_id="ann", session_id="going"))
+    await log.store_turns([NewTurn(t.role, t.text, at=t.at) for t in old.turns],
+                          scope=MemoryScope(user_id="ben", session_id="old"))
+    script = Script(notes)
+    extractor = MemoryExtractor(memory, script.model, clock=lambda: NOW)
+    result = await extractor.consolidate_log(log, scope=MemoryScope(user_id="ann", session_id="today"))
+    assert list(result.consolidated) == ["old"] and result.skipped == {"going": "too recent"}
+    assert len(script.calls) == 1 and all(t.text in script.calls[0][-1]["content"] for t in old.turns)
+    assert {m.source for m in await memory.list_memories(scope=ANN)} == {"consolidation"}
+    assert await memory.list_memories(scope=BEN) == []  # Ben's sessions are not Ann's
+    again = await extractor.consolidate_log(log, scope=ANN)
+    assert again.skipped == {"old": "already consolidated", "going": "too recent"}
+    # reconciliation compares memories only, never the logged turns
+    recon = await MemoryExtractor(memory, relations({}).model).reconcile(scope=ANN)
+    assert recon.scanned == len(await memory.list_memories(scope=ANN))
+    await memory.aclose()

@@ -7,7 +7,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -29,7 +29,11 @@ from ._types import (
     PairOutcome,
     ReconciliationResult,
     Session,
+    Turn,
 )
+
+if TYPE_CHECKING:
+    from ..loop import ConversationLog
 
 __all__ = ["SESSION_KEY", "MemoryExtractor", "last_turn", "session_key"]
 
@@ -58,6 +62,7 @@ def session_key(session_id: str) -> str:
 _SOURCE = "mp:source"
 _PINNED = "mp:pinned"
 _SUPERSEDED_BY = "mp:superseded_by"
+_LOG = "mp:log"  # memoryport.loop's records
 
 _A = TypeVar("_A", bound=BaseModel)
 _ROLES = ("user", "assistant")
@@ -447,6 +452,58 @@ class MemoryExtractor:
             self._stats["notes_written"] += len(written)
         return result
 
+    async def consolidate_log(
+        self, log: ConversationLog, *, scope: MemoryScope, ctx: EventSink | None = None
+    ) -> ConsolidationResult:
+        """:meth:`consolidate` the sessions of a :class:`~memoryport.loop.ConversationLog` that are old enough.
+
+        Lists the sessions of ``scope``'s owner (the user, across sessions) with
+        a turn older than ``consolidate_after``, reads each session's turns in
+        full, and consolidates those that qualify (a session with a newer turn
+        is still going on and is skipped as ``too recent``).
+
+        Example:
+            >>> log = ConversationLog(memory.memory)                                  # doctest: +SKIP
+            >>> (await extractor.consolidate_log(log, scope=ann)).consolidated        # doctest: +SKIP
+            {'chat-3': ['4be1...']}
+        """
+        from ..loop import ConversationLog
+
+        if not isinstance(log, ConversationLog):
+            raise UsageError(f"log must be a ConversationLog, not {type(log).__name__}")
+        if not isinstance(scope, MemoryScope):
+            raise UsageError("scope is required: pass scope=MemoryScope(user_id=...)")
+        home = owner(scope)
+        cutoff = self._now() - self.policy.consolidate_after
+        page = log.memory.limits.max_k
+        old = await self._all_turns(log, home, page, until=cutoff, ctx=ctx)
+        sessions: list[Session] = []
+        for session_id in dict.fromkeys(t.scope.session_id for t in old):
+            if session_id is None:
+                continue
+            turns = await self._all_turns(log, MemoryScope(user_id=home.user_id, session_id=session_id,
+                                                           agent_id=home.agent_id), page, ctx=ctx)
+            sessions.append(Session(session_id, [Turn(t.role, t.text, t.at) for t in turns]))
+        return await self.consolidate(sessions, scope=home, ctx=ctx)
+
+    @staticmethod
+    async def _all_turns(
+        log: ConversationLog, scope: MemoryScope, page: int, *, until: datetime | None = None,
+        ctx: EventSink | None = None,
+    ) -> list[Any]:
+        """Every turn in ``scope`` up to ``until``, oldest first, read a page at a time (newest pages first)."""
+        seen: dict[str, Any] = {}
+        bound = until
+        while True:
+            batch = await log.history(scope=scope, limit=page, until=bound, ctx=ctx)
+            fresh = [t for t in batch if t.id not in seen]
+            for t in fresh:
+                seen[t.id] = t
+            if len(batch) < page or not fresh:
+                break
+            bound = min(t.at for t in batch)
+        return sorted(seen.values(), key=lambda t: (t.at, t.index))
+
     def _check_session(self, session: object, field: str) -> Session:
         if not isinstance(session, Session):
             raise UsageError(f"{field} must be a Session, not {type(session).__name__}")
@@ -511,7 +568,9 @@ class MemoryExtractor:
                 f"MemoryExtractor.reconcile() needs the 'export' capability, which the {guard.backend!r} backend "
                 "does not have", capability=Capability.EXPORT.value, backend=guard.backend)
         home = owner(scope)
-        records = [r for r in await guard.export(home, ctx=ctx) if _SUPERSEDED_BY not in r.metadata]
+        # Memories only: not superseded versions, nor the loop's records (conversation turns, tool calls, scratch).
+        records = [r for r in await guard.export(home, ctx=ctx)
+                   if _SUPERSEDED_BY not in r.metadata and _LOG not in r.metadata]
         records.sort(key=lambda r: (r.created_at, str(r.id)))
         records = records[-self.policy.max_scan :]
         pairs, measure = await self._similar_pairs(records)
@@ -612,6 +671,10 @@ class MemoryExtractor:
     def extract_sync(self, messages: Sequence[Mapping[str, Any]], *, scope: MemoryScope) -> ExtractionResult:
         """Blocking twin of :meth:`extract`."""
         return run_sync(self.extract(messages, scope=scope), method="extract")
+
+    def consolidate_log_sync(self, log: ConversationLog, *, scope: MemoryScope) -> ConsolidationResult:
+        """Blocking twin of :meth:`consolidate_log`."""
+        return run_sync(self.consolidate_log(log, scope=scope), method="consolidate_log")
 
     def consolidate_sync(self, sessions: Iterable[Session], *, scope: MemoryScope) -> ConsolidationResult:
         """Blocking twin of :meth:`consolidate`."""
