@@ -73,6 +73,11 @@ class CallableStore:
         else:
             caps = frozenset(Capability(c) for c in capabilities)
             lacking = (caps & {Capability(op) for op in optional}) - given
+            if Capability.GRAPH in caps:
+                raise UsageError(
+                    "CallableMemory cannot keep an entity graph ('graph'); wrap a store that implements "
+                    "graph_port() in GuardedMemory instead (see docs/graph.md)"
+                )
             if lacking:
                 names = ", ".join(sorted(c.value for c in lacking))
                 raise UsageError(f"CallableMemory declares {names} but was given no function for it")

@@ -24,6 +24,7 @@ from memoryport._guard import GuardedMemory
 from memoryport._port import Capability, SupportsSettle
 from memoryport._records import MemoryHit, MemoryRecord, MemoryScope
 
+from ._graph_tests import GRAPH_BASE_TESTS, GRAPH_TESTS, GraphContract
 from ._port_tests import PORT_BASE_TESTS, PORT_TESTS, PortContract
 
 __all__ = ["BASE_TESTS", "CONTRACT_TESTS", "MemoryContract"]
@@ -52,6 +53,7 @@ CONTRACT_TESTS: dict[str, Capability | None] = {
     "test_keyword_search_finds_words": Capability.KEYWORD_SEARCH,
     "test_vector_search_ranks_identical_text_first": Capability.VECTOR_SEARCH,
     **PORT_TESTS,
+    **GRAPH_TESTS,
     "test_invalid_input_is_refused_and_nothing_stored": None,
     "test_sync_twins_give_what_async_gives": None,
     "test_sync_twin_inside_event_loop_names_await": None,
@@ -81,6 +83,7 @@ BASE_TESTS: frozenset[str] = frozenset(
         "test_random_operations_match_a_model",
         "test_no_silent_opt_outs",
         *PORT_BASE_TESTS,
+        *GRAPH_BASE_TESTS,
     }
 )
 
@@ -116,7 +119,7 @@ class _Op:
     pick: int = 0
 
 
-class MemoryContract(PortContract):
+class MemoryContract(PortContract, GraphContract):
     """Subclass this and override the ``memory`` fixture to certify a store.
 
     Every test picks fresh random scopes, so the store need not be empty, and

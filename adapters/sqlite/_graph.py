@@ -68,10 +68,9 @@ def _valid(as_of: int | None, alias: str = "f") -> tuple[str, list[int]]:
 class SQLiteGraphStore:
     """The :class:`~memoryport.GraphPort` of a SQLite memory file (plain storage; hosts hold a KnowledgeGraph)."""
 
-    def __init__(self, store: SQLiteStore, single_valued: Iterable[str] = ()) -> None:
+    def __init__(self, store: SQLiteStore) -> None:
         self._store = store
         self._db = store.db
-        self.single_valued = frozenset(single_valued)
 
     async def _run(self, fn: Callable[[], T], *, write: bool = False) -> T:
         return await self._store._run(fn, write=write)
@@ -146,7 +145,9 @@ class SQLiteGraphStore:
                 out[int(row[0])] = self._fact(row[1:])
         return out
 
-    async def add_facts(self, facts: Sequence[NewFact], *, user_id: str, now: datetime) -> list[Fact]:
+    async def add_facts(
+        self, facts: Sequence[NewFact], *, user_id: str, now: datetime, single_valued: frozenset[str]
+    ) -> list[Fact]:
         def write(conn: Conn) -> list[Fact]:
             made: list[int] = []
             for fact in facts:
@@ -162,7 +163,7 @@ class SQLiteGraphStore:
                     made.append(int(same[0]))
                     continue
                 valid_to = None
-                if fact.relation in self.single_valued:
+                if fact.relation in single_valued:
                     current = conn.execute(
                         "SELECT fid, valid_from FROM graph_facts WHERE user_id = ? AND subject = ? AND relation = ? "
                         "AND valid_to IS NULL",
@@ -300,6 +301,9 @@ class SQLiteGraphStore:
 def SQLiteGraph(memory: GuardedMemory, *, single_valued: Iterable[str] = ()) -> KnowledgeGraph:
     """The entity graph of a SQLite memory file, guarded: facts that know when they were true.
 
+    The same as ``KnowledgeGraph(memory, single_valued=...)``, checking that ``memory``
+    is a SQLite one.
+
     Args:
         memory: a :func:`SQLiteMemory`; the graph lives in the same file and is erased with the user.
         single_valued: relations that hold one object per subject at a time (``"lives_in"``,
@@ -314,6 +318,4 @@ def SQLiteGraph(memory: GuardedMemory, *, single_valued: Iterable[str] = ()) -> 
 
     if not isinstance(memory, GuardedMemory) or not isinstance(memory.store, SQLiteStore):
         raise UsageError("SQLiteGraph() takes a SQLiteMemory(...) (the graph lives in its file)")
-    if isinstance(single_valued, str):
-        raise UsageError("single_valued takes a set of relation names, e.g. {'lives_in'}")
-    return KnowledgeGraph(SQLiteGraphStore(memory.store, single_valued), backend="sqlite")
+    return KnowledgeGraph(memory, single_valued=single_valued)

@@ -44,7 +44,7 @@ from ._connection import DURABILITY, Database
 from ._driver import load_driver, version_tuple
 from ._erasure import erase_rows, expired_rows
 from ._files import create_file
-from ._graph import erase_graph
+from ._graph import SQLiteGraphStore, erase_graph
 from ._reembed import reembed_file
 from ._rows import COLUMNS, Cond, Conn, filter_sql, record_from_row, scope_sql, tenant_token, us
 from ._schema import SCHEMA_VERSION, SECURE_DELETE_FTS5, bump, open_file
@@ -163,10 +163,12 @@ class SQLiteStore:
             Capability.COUNT,
             Capability.TIME_RANGE,
             Capability.FILTER_OPERATORS,
+            Capability.GRAPH,
         }
         if embedder is not None:
             caps.add(Capability.VECTOR_SEARCH)
         self.capabilities = frozenset(caps)
+        self._graph: SQLiteGraphStore | None = None
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="memoryport-sqlite")
         # Every write runs on this one thread: its connection's page cache stays
         # warm. A write on another connection of this process makes SQLite drop
@@ -412,6 +414,12 @@ class SQLiteStore:
         if self.reranker is not None:
             hits = await ranking.rerank(self.reranker, query, hits, backend=f"SQLite {os.path.basename(self.path)}")
         return SearchResults(hits[:k], mode=mode)
+
+    def graph_port(self) -> SQLiteGraphStore:
+        """The entity graph in this file (hosts hold ``KnowledgeGraph(memory)``; see ``docs/graph.md``)."""
+        if self._graph is None:
+            self._graph = SQLiteGraphStore(self)
+        return self._graph
 
     # -- maintenance -------------------------------------------------------------
 

@@ -58,7 +58,7 @@ from ._timerange import TimeBound
 
 if TYPE_CHECKING:
     from ._copy import CopyReport, copy_memories, copy_memories_sync
-    from ._graph import Fact, GraphPort, KnowledgeGraph, NewFact, Related
+    from ._graph import Fact, GraphPort, KnowledgeGraph, NewFact, Related, SupportsGraph
     from ._rerank import CallableReranker, RerankerPort
     from .adapters.callable import CallableMemory
     from .adapters.graphiti import GraphitiMemory
@@ -129,6 +129,7 @@ _LAZY: dict[str, str] = {
     "KnowledgeGraph": "memoryport._graph",
     "NewFact": "memoryport._graph",
     "Related": "memoryport._graph",
+    "SupportsGraph": "memoryport._graph",
     "SQLiteGraph": "memoryport.adapters.sqlite",
     "graph_tools": "memoryport.tools",
     "ImportReport": "memoryport.knowledge",
@@ -208,6 +209,7 @@ __all__ = [
     "SupportsCheckRecords",
     "SupportsCheckpoint",
     "SupportsClose",
+    "SupportsGraph",
     "SupportsSettle",
     "SupportsStats",
     "TimeBound",

@@ -1,15 +1,20 @@
 """The entity graph: entities with aliases, and facts that know when they were true.
 
-A capability beside the record port: a store implements :class:`GraphPort` (plain
-storage, no checks) and hosts hold a :class:`KnowledgeGraph`, which checks input,
-bounds the traversals and owns the scope rule. The graph belongs to a **user**:
-every call takes ``MemoryScope(user_id=...)`` with no session or agent (a narrower
-scope would be silently widened, so it is refused). Erasing the user
-(``memory.delete(scope=MemoryScope(user_id=...))``) erases their graph in the same
-transaction on stores that keep both (SQLite).
+A capability beside the record port (:attr:`~memoryport.Capability.GRAPH`): a
+store declaring it implements :class:`SupportsGraph` (``graph_port()`` returns its
+:class:`GraphPort`: plain storage, no checks) and hosts hold a
+:class:`KnowledgeGraph` (``KnowledgeGraph(memory)``), which checks input, bounds the
+traversals, owns the scope rule and re-checks validity on the way out. A memory
+without the capability is refused with :class:`~memoryport.UnsupportedCapability`.
+The graph belongs to a **user**: every call takes ``MemoryScope(user_id=...)`` with
+no session or agent (a narrower scope would be silently widened, so it is
+refused). Erasing the user (``memory.delete(scope=MemoryScope(user_id=...))``)
+erases their graph in the same transaction on stores that keep both (SQLite,
+PostgreSQL, the in-memory reference).
 
 **Contradiction rule.** A relation declared single-valued (``single_valued=`` on the
-store) holds at most one object per subject at any time. Adding ``(s, r, o)`` when a
+:class:`KnowledgeGraph`, passed to the port with every ``add_facts``) holds at most
+one object per subject at any time. Adding ``(s, r, o)`` when a
 current fact ``(s, r, o')`` with ``o' != o`` exists closes the old fact: its
 ``valid_to`` becomes the new fact's ``valid_from``; nothing is deleted (a fact closed at
 the instant it began, e.g. by a later fact of the same batch, is kept with an empty
@@ -21,17 +26,30 @@ Multi-valued relations (the default) never close each other.
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from ._errors import InvalidInput, UsageError
+from ._errors import InvalidInput, UnsupportedCapability, UsageError
 from ._records import MemoryScope, utcnow
+from ._sync import run_sync
 
-__all__ = ["MAX_DEPTH", "Fact", "GraphPort", "KnowledgeGraph", "NewFact", "Related", "normalise_name"]
+__all__ = [
+    "MAX_DEPTH",
+    "Fact",
+    "GraphPort",
+    "KnowledgeGraph",
+    "NewFact",
+    "Related",
+    "SupportsGraph",
+    "normalise_name",
+]
+
+logger = logging.getLogger("memoryport")
 
 MAX_DEPTH = 4
 """The deepest traversal :meth:`KnowledgeGraph.related` and :meth:`KnowledgeGraph.paths` accept."""
@@ -128,7 +146,9 @@ class GraphPort(Protocol):
 
     async def add_entity(self, name: str, aliases: Sequence[str], *, user_id: str) -> str: ...
 
-    async def add_facts(self, facts: Sequence[NewFact], *, user_id: str, now: datetime) -> list[Fact]: ...
+    async def add_facts(
+        self, facts: Sequence[NewFact], *, user_id: str, now: datetime, single_valued: frozenset[str]
+    ) -> list[Fact]: ...
 
     async def facts_about(
         self, entity: str, *, user_id: str, as_of: datetime | None, history: bool, limit: int
@@ -145,27 +165,101 @@ class GraphPort(Protocol):
     async def erase(self, *, user_id: str) -> int: ...
 
 
-class KnowledgeGraph:
-    """What hosts hold: checks, bounds and the scope rule over a :class:`GraphPort`.
+@runtime_checkable
+class SupportsGraph(Protocol):
+    """A store declaring :attr:`~memoryport.Capability.GRAPH`: it hands out its :class:`GraphPort`.
+
+    The store's ``delete(None, scope=MemoryScope(user_id=u))`` (erasing the user)
+    must erase ``u``'s graph too; the contract suite checks it.
 
     Example:
-        >>> graph = SQLiteGraph(memory, single_valued={"lives_in"})  # doctest: +SKIP
+        >>> from memoryport import SupportsGraph
+        >>> from memoryport.testing import InMemoryStore
+        >>> isinstance(InMemoryStore(), SupportsGraph)
+        True
+    """
+
+    def graph_port(self) -> GraphPort:
+        """The store's graph (the same object on every call, or a cheap view over the store)."""
+        ...
+
+
+class KnowledgeGraph:
+    """What hosts hold: checks, bounds and the scope rule over a store's :class:`GraphPort`.
+
+    Args:
+        source: a memory whose backend declares :attr:`~memoryport.Capability.GRAPH`
+            (``SQLiteMemory``, ``PostgresMemory``, ``GuardedMemory(InMemoryStore())``)
+            or a :class:`GraphPort` of your own. A memory without the capability
+            raises :class:`~memoryport.UnsupportedCapability`.
+        single_valued: relations that hold one object per subject at a time
+            (``"lives_in"``, ``"works_at"``): a new fact closes the current one.
+        backend: a name for errors and logs (default: the memory's backend).
+
+    Example:
+        >>> from memoryport import GuardedMemory, KnowledgeGraph, MemoryScope, NewFact
+        >>> from memoryport.testing import InMemoryStore
+        >>> graph = KnowledgeGraph(GuardedMemory(InMemoryStore()), single_valued={"lives_in"})
+        >>> ann = MemoryScope(user_id="ann")
         >>> fact = NewFact(subject="Ann", relation="lives_in", object="Lisbon")
-        >>> await graph.add_facts([fact], scope=ann)  # doctest: +SKIP
-        >>> [f.object for f in await graph.facts_about("ann", scope=ann)]  # doctest: +SKIP
+        >>> _ = graph.add_facts_sync([fact], scope=ann)
+        >>> [f.object for f in graph.facts_about_sync("ann", scope=ann)]
         ['Lisbon']
     """
 
-    def __init__(self, port: GraphPort, *, backend: str = "custom") -> None:
+    def __init__(self, source: object, *, single_valued: Iterable[str] = (), backend: str | None = None) -> None:
+        from ._guard import GuardedMemory
+        from ._port import Capability
+
+        if isinstance(single_valued, str):
+            raise UsageError("single_valued takes a set of relation names, e.g. {'lives_in'}")
+        relations = frozenset(_check_name(r, "single_valued") for r in single_valued)
+        if isinstance(source, GuardedMemory):
+            if Capability.GRAPH not in source.capabilities:
+                raise UnsupportedCapability(
+                    f"an entity graph needs the 'graph' capability, which the {source.backend!r} backend does not "
+                    "have (SQLite, PostgreSQL and the in-memory reference store have it)",
+                    capability=Capability.GRAPH.value,
+                    backend=source.backend,
+                )
+            store = source.store
+            if not isinstance(store, SupportsGraph):
+                raise UsageError(f"{type(store).__name__} declares 'graph' but has no graph_port() method")
+            port = store.graph_port()
+            name = source.backend if backend is None else backend
+        elif isinstance(source, GraphPort):
+            port, name = source, "custom" if backend is None else backend
+        else:
+            raise UsageError(
+                f"KnowledgeGraph() takes a memory (e.g. SQLiteMemory(path)) or a GraphPort, not {type(source).__name__}"
+            )
         if not isinstance(port, GraphPort):
             raise UsageError(f"{type(port).__name__} does not implement GraphPort")
         self._port = port
-        self.backend = backend
+        self.backend = name
+        self.single_valued = relations
+        self.dropped = 0
+        """How many facts the store returned that the query ruled out (not true at the time asked)."""
 
     @property
     def port(self) -> GraphPort:
         """The store underneath."""
         return self._port
+
+    def __repr__(self) -> str:
+        return f"KnowledgeGraph(backend={self.backend!r}, single_valued={sorted(self.single_valued)})"
+
+    def _holds(self, fact: object, as_of: datetime | None, history: bool) -> bool:
+        """The way-out check: a fact of the wrong type or time is dropped, with a WARNING."""
+        ok = isinstance(fact, Fact) and (
+            history or (fact.valid_to is None if as_of is None else fact.holds_at(as_of))
+        )
+        if not ok:
+            self.dropped += 1
+            logger.warning(
+                "graph backend %r returned a fact not true at the time asked; it was dropped", self.backend
+            )
+        return ok
 
     @staticmethod
     def _user(scope: object) -> str:
@@ -223,7 +317,9 @@ class KnowledgeGraph:
                 raise UsageError(f"facts[{i}] is a {type(fact).__name__}, not a NewFact")
             if fact.valid_from is not None and fact.valid_from > now:
                 raise InvalidInput(f"facts[{i}].valid_from is in the future", field=f"facts[{i}].valid_from")
-        return await self._port.add_facts(list(facts), user_id=user, now=now) if facts else []
+        if not facts:
+            return []
+        return await self._port.add_facts(list(facts), user_id=user, now=now, single_valued=self.single_valued)
 
     async def facts_about(
         self, entity: str, *, scope: MemoryScope, as_of: datetime | None = None, history: bool = False, limit: int = 100
@@ -237,13 +333,12 @@ class KnowledgeGraph:
         user = self._user(scope)
         if history and as_of is not None:
             raise UsageError("facts_about() takes as_of or history=True, not both")
-        return await self._port.facts_about(
-            _check_name(entity, "entity"),
-            user_id=user,
-            as_of=self._when(as_of, "as_of"),
-            history=history,
-            limit=self._bound(limit, "limit", _MAX_RESULTS),
+        when = self._when(as_of, "as_of")
+        n = self._bound(limit, "limit", _MAX_RESULTS)
+        found = await self._port.facts_about(
+            _check_name(entity, "entity"), user_id=user, as_of=when, history=bool(history), limit=n
         )
+        return [f for f in found if self._holds(f, when, bool(history))][:n]
 
     async def related(
         self, entity: str, *, scope: MemoryScope, depth: int = 2, as_of: datetime | None = None, limit: int = 100
@@ -257,13 +352,18 @@ class KnowledgeGraph:
             >>> [r.entity for r in await graph.related("Ann", scope=ann, depth=2)]  # doctest: +SKIP
         """
         user = self._user(scope)
-        return await self._port.related(
-            _check_name(entity, "entity"),
-            user_id=user,
-            depth=self._bound(depth, "depth", MAX_DEPTH),
-            as_of=self._when(as_of, "as_of"),
-            limit=self._bound(limit, "limit", _MAX_RESULTS),
-        )
+        hops = self._bound(depth, "depth", MAX_DEPTH)
+        when = self._when(as_of, "as_of")
+        n = self._bound(limit, "limit", _MAX_RESULTS)
+        found = await self._port.related(_check_name(entity, "entity"), user_id=user, depth=hops, as_of=when, limit=n)
+        kept: list[Related] = []
+        for r in found:
+            if not isinstance(r, Related) or not 1 <= r.depth <= hops:
+                self.dropped += 1
+                logger.warning("graph backend %r returned an entity beyond the depth asked; dropped", self.backend)
+            elif self._holds(r.fact, when, False):
+                kept.append(r)
+        return kept[:n]
 
     async def paths(
         self,
@@ -281,11 +381,63 @@ class KnowledgeGraph:
             >>> [[f.relation for f in p] for p in await graph.paths("Ann", "Acme", scope=ann)]  # doctest: +SKIP
         """
         user = self._user(scope)
-        return await self._port.paths(
-            _check_name(source, "source"),
-            _check_name(target, "target"),
-            user_id=user,
-            max_depth=self._bound(max_depth, "max_depth", MAX_DEPTH),
-            as_of=self._when(as_of, "as_of"),
-            limit=self._bound(limit, "limit", 100),
+        hops = self._bound(max_depth, "max_depth", MAX_DEPTH)
+        when = self._when(as_of, "as_of")
+        n = self._bound(limit, "limit", 100)
+        found = await self._port.paths(
+            _check_name(source, "source"), _check_name(target, "target"), user_id=user, max_depth=hops, as_of=when,
+            limit=n,
+        )
+        kept: list[list[Fact]] = []
+        for path in found:
+            if not 1 <= len(path) <= hops:
+                self.dropped += 1
+                logger.warning("graph backend %r returned a path longer than asked; dropped", self.backend)
+            elif all(self._holds(f, when, False) for f in path):
+                kept.append(list(path))
+        return kept[:n]
+
+    # -- blocking twins, for synchronous hosts ---------------------------------
+
+    def add_entity_sync(self, name: str, *, scope: MemoryScope, aliases: Sequence[str] = ()) -> str:
+        """Blocking twin of :meth:`add_entity`."""
+        return run_sync(self.add_entity(name, scope=scope, aliases=aliases), method="add_entity", owner="graph")
+
+    def add_facts_sync(self, facts: Sequence[NewFact], *, scope: MemoryScope) -> list[Fact]:
+        """Blocking twin of :meth:`add_facts`."""
+        return run_sync(self.add_facts(facts, scope=scope), method="add_facts", owner="graph")
+
+    def facts_about_sync(
+        self, entity: str, *, scope: MemoryScope, as_of: datetime | None = None, history: bool = False, limit: int = 100
+    ) -> list[Fact]:
+        """Blocking twin of :meth:`facts_about`."""
+        return run_sync(
+            self.facts_about(entity, scope=scope, as_of=as_of, history=history, limit=limit),
+            method="facts_about",
+            owner="graph",
+        )
+
+    def related_sync(
+        self, entity: str, *, scope: MemoryScope, depth: int = 2, as_of: datetime | None = None, limit: int = 100
+    ) -> list[Related]:
+        """Blocking twin of :meth:`related`."""
+        return run_sync(
+            self.related(entity, scope=scope, depth=depth, as_of=as_of, limit=limit), method="related", owner="graph"
+        )
+
+    def paths_sync(
+        self,
+        source: str,
+        target: str,
+        *,
+        scope: MemoryScope,
+        max_depth: int = 3,
+        as_of: datetime | None = None,
+        limit: int = 10,
+    ) -> list[list[Fact]]:
+        """Blocking twin of :meth:`paths`."""
+        return run_sync(
+            self.paths(source, target, scope=scope, max_depth=max_depth, as_of=as_of, limit=limit),
+            method="paths",
+            owner="graph",
         )

@@ -154,9 +154,18 @@ class GuardedMemory(Generic[S]):
             name = type(store).__name__
             raise UsageError(f"{name}.capabilities holds an unknown capability; known: {known}") from exc
         self._backend = str(getattr(store, "name", type(store).__name__))
-        for capability, op in ((Capability.UPDATE, "update"), (Capability.COUNT, "count")):
+        for capability, op in (
+            (Capability.UPDATE, "update"),
+            (Capability.COUNT, "count"),
+            (Capability.GRAPH, "graph_port"),
+        ):
             if capability in self._capabilities and not callable(getattr(store, op, None)):
                 raise UsageError(f"{type(store).__name__} declares {capability.value!r} but has no {op} method")
+        if Capability.GRAPH in self._capabilities and Capability.DELETE not in self._capabilities:
+            raise UsageError(
+                f"{type(store).__name__} declares 'graph' without 'delete': a user's graph must be erasable "
+                "(delete(scope=MemoryScope(user_id=...)) erases it)"
+            )
         self._native_ops = self._native_operators(store)
         self.limits: Limits = options.get("limits", DEFAULT_LIMITS)
         self.sink: EventSink | None = options.get("sink")

@@ -73,6 +73,12 @@ class Capability(str, Enum):
     A store may narrow which with a ``filter_operators`` frozenset attribute.
     Without it (but with ``filters``) the guard applies operators on the way out.
     """
+    GRAPH = "graph"
+    """The store keeps an entity graph per user (:class:`~memoryport.SupportsGraph`).
+
+    Hosts reach it as ``KnowledgeGraph(memory)``; erasing a user erases their graph.
+    Without it ``KnowledgeGraph(memory)`` raises :class:`~memoryport.UnsupportedCapability`.
+    """
 
     def __str__(self) -> str:
         return self.value

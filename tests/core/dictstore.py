@@ -7,14 +7,16 @@ from collections.abc import Coroutine, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from memoryport import Capability, MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate
+from memoryport import Capability, Fact, MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate, NewFact, Related
 from memoryport._filters import matches as filter_matches
 from memoryport._records import utcnow
-from memoryport.testing import InMemoryStore
+from memoryport.testing import InMemoryGraph, InMemoryStore
 
 T = TypeVar("T")
 
 ALL = frozenset(Capability) - {Capability.VECTOR_SEARCH}
+# What a CallableMemory can declare: everything but the entity graph (it has no functions for one).
+CALLABLE = ALL - {Capability.GRAPH}
 
 
 def words(text: str) -> set[str]:
@@ -319,3 +321,47 @@ class UpdateResetsCreatedAt(DictStore):
 
     def updated(self, change: MemoryUpdate, record: MemoryRecord, now: datetime) -> MemoryRecord:
         return change.apply(record, now).model_copy(update={"created_at": now})
+
+
+class _ForgetfulGraph(InMemoryGraph):
+    async def erase(self, *, user_id: str) -> int:
+        return 0
+
+
+class GraphSurvivesErasure(DictStore):
+    """Broken: erasing a user deletes their records but leaves their entity graph."""
+
+    name = "graph-survives-erasure"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.graph = _ForgetfulGraph()
+
+
+class _SharedGraph(InMemoryGraph):
+    """Every user's facts in one graph (the user key was forgotten)."""
+
+    async def add_entity(self, name: str, aliases: Sequence[str], *, user_id: str) -> str:
+        return await super().add_entity(name, aliases, user_id="shared")
+
+    async def add_facts(self, facts: Sequence[NewFact], *, user_id: str, **kw: Any) -> list[Fact]:
+        return await super().add_facts(facts, user_id="shared", **kw)
+
+    async def facts_about(self, entity: str, *, user_id: str, **kw: Any) -> list[Fact]:
+        return await super().facts_about(entity, user_id="shared", **kw)
+
+    async def related(self, entity: str, *, user_id: str, **kw: Any) -> list[Related]:
+        return await super().related(entity, user_id="shared", **kw)
+
+    async def paths(self, source: str, target: str, *, user_id: str, **kw: Any) -> list[list[Fact]]:
+        return await super().paths(source, target, user_id="shared", **kw)
+
+
+class GraphSharedByUsers(DictStore):
+    """Broken: one graph for every user."""
+
+    name = "graph-shared"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.graph = _SharedGraph()

@@ -17,9 +17,21 @@ import pytest
 from memoryport import GuardedMemory
 from memoryport.contracts import MemoryContract
 from dictstore import (
-    DeleteIgnoresScope, DictStore, GetIgnoresScope, GreedyEraseStore, IgnoresFilters, InsertionOrderListing,
-    LeakySearchStore, ShortExportStore,
+    DeleteIgnoresScope, DictStore, GetIgnoresScope, GraphSharedByUsers, GraphSurvivesErasure, GreedyEraseStore,
+    IgnoresFilters, InsertionOrderListing, LeakySearchStore, ShortExportStore,
 )
+
+
+class TestGraphSurvivesErasure(MemoryContract):
+    @pytest.fixture
+    async def memory(self):
+        yield GuardedMemory(GraphSurvivesErasure())
+
+
+class TestGraphSharedByUsers(MemoryContract):
+    @pytest.fixture
+    async def memory(self):
+        yield GuardedMemory(GraphSharedByUsers())
 
 
 class TestCorrect(MemoryContract):
@@ -217,3 +229,14 @@ def test_summary_counts_agree_with_pytest(outcomes: tuple[dict[str, str], str]) 
     # The leaky store fails its isolation test and errs in that test's teardown (the leak check).
     assert re.search(r"❌ test_users_are_isolated\s+-\s+base\s+failed, error in teardown", out), out[-3000:]
     assert re.search(r"❌ test_k_is_respected\s+-\s+base\s+error\b", out), out[-3000:]
+
+
+def test_a_graph_that_survives_erasure_fails(outcomes: tuple[dict[str, str], str]) -> None:
+    results, out = outcomes
+    assert "test_graph_erasing_a_user_erases_their_graph" in failing(results, "TestGraphSurvivesErasure"), out[-3000:]
+
+
+def test_a_graph_shared_by_users_fails(outcomes: tuple[dict[str, str], str]) -> None:
+    results, out = outcomes
+    bad = failing(results, "TestGraphSharedByUsers")
+    assert {"test_graph_users_are_isolated", "test_graph_erasing_a_user_erases_their_graph"} <= bad, out[-3000:]

@@ -10,21 +10,21 @@ from memoryport import CallableMemory, Capability, GuardedMemory
 from memoryport.adapters.callable import CallableStore
 from memoryport.contracts import MemoryContract
 
-from .dictstore import ALL, DictStore, functions
+from .dictstore import CALLABLE, DictStore, functions
 
 
 class TestCallableSync(MemoryContract):
     @pytest.fixture
     async def memory(self) -> AsyncIterator[GuardedMemory]:
         # The built-in store certified exactly as a third party's: GuardedMemory(store).
-        store = CallableStore(**functions(DictStore(), asynchronous=False), capabilities=ALL, name="dict-sync")
+        store = CallableStore(**functions(DictStore(), asynchronous=False), capabilities=CALLABLE, name="dict-sync")
         yield GuardedMemory(store)
 
 
 class TestCallableAsync(MemoryContract):
     @pytest.fixture
     async def memory(self) -> AsyncIterator[GuardedMemory]:
-        m = CallableMemory(**functions(DictStore(), asynchronous=True), capabilities=ALL, name="dict-async")
+        m = CallableMemory(**functions(DictStore(), asynchronous=True), capabilities=CALLABLE, name="dict-async")
         yield m
         await m.aclose()
 

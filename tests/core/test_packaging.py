@@ -77,6 +77,7 @@ PUBLIC = [
     "SupportsCheckRecords",
     "SupportsCheckpoint",
     "SupportsClose",
+    "SupportsGraph",
     "SupportsSettle",
     "SupportsStats",
     "TimeBound",

@@ -26,6 +26,7 @@ class PlainStore:
         Capability.COUNT,
         Capability.TIME_RANGE,
         Capability.FILTER_OPERATORS,
+        Capability.GRAPH,
     }
 
     def __init__(self) -> None:
