@@ -86,7 +86,7 @@ def test_tool_names_are_unique_and_the_shape_is_checked() -> None:
 
     with pytest.raises(TypeError, match="no effect"):
         register(Shapeless)
-    assert [cls.name for cls in REGISTRY] == ["remember", "recall", "forget", "update_memory"]
+    assert [cls.name for cls in REGISTRY] == ["remember", "recall", "forget", "update_memory", "facts_about", "related"]
 
 
 def test_one_way_to_each_host_shape() -> None:

@@ -13,11 +13,20 @@ from pydantic import Field
 from .._errors import InvalidInput
 from .._port import Capability
 from .._records import MemoryRecord, MemoryUpdate
-from ._context import ToolError
+from ._context import ToolError, user_scope
+from ._graph_tools import (
+    FACTS_ABOUT_DESCRIPTION,
+    GRAPH_LIMIT,
+    RELATED_DESCRIPTION,
+    FactsAboutArgs,
+    RelatedArgs,
+    facts_about_result,
+    related_result,
+)
 from ._tool import Tool, ToolArgs, ToolCall, register
 from ._tools import RECALL_NOTE, PendingWrite
 
-__all__ = ["Forget", "Recall", "Remember", "UpdateMemory"]
+__all__ = ["FactsAbout", "Forget", "Recall", "Related", "Remember", "UpdateMemory"]
 
 
 @register
@@ -181,3 +190,45 @@ class UpdateMemory(Tool):
         done = await call.guarded(edit)
         # One answer for "no such id" and "someone else's id": nothing is revealed.
         return {"id": args.id, "updated": bool(done)}
+
+
+# -- the entity graph (offered with memory_tools(memory, graph=True), on a backend declaring `graph`) --
+
+
+@register
+class FactsAbout(Tool):
+    name = "facts_about"
+    effect = "read_only"
+    Args = FactsAboutArgs
+
+    def offered(self) -> bool:
+        return self.tools.graph is not None
+
+    def description(self) -> str:
+        return FACTS_ABOUT_DESCRIPTION
+
+    async def run(self, args: FactsAboutArgs, call: ToolCall) -> dict[str, Any]:
+        graph = self.tools.graph
+        assert graph is not None  # offered only with a graph
+        # The graph belongs to the user: its scope is the context's user, never an argument.
+        scope = user_scope(call.context)
+        return await call.guarded(lambda: facts_about_result(graph, args.entity, scope, GRAPH_LIMIT))
+
+
+@register
+class Related(Tool):
+    name = "related"
+    effect = "read_only"
+    Args = RelatedArgs
+
+    def offered(self) -> bool:
+        return self.tools.graph is not None
+
+    def description(self) -> str:
+        return RELATED_DESCRIPTION
+
+    async def run(self, args: RelatedArgs, call: ToolCall) -> dict[str, Any]:
+        graph = self.tools.graph
+        assert graph is not None
+        scope = user_scope(call.context)
+        return await call.guarded(lambda: related_result(graph, args.entity, args.depth, scope, GRAPH_LIMIT))

@@ -10,11 +10,21 @@ from pydantic import Field, ValidationError
 
 from .._errors import BackendError, InvalidInput, UsageError
 from .._graph import MAX_DEPTH, Fact, KnowledgeGraph
+from .._records import MemoryScope
 from ._context import ScopeFrom, ToolContext, ToolError, user_scope
 from ._tool import ToolArgs as _Args
 from ._tools import MemoryTool, _arguments_error, _schema
 
-__all__ = ["graph_tools"]
+__all__ = [
+    "FACTS_ABOUT_DESCRIPTION",
+    "GRAPH_LIMIT",
+    "RELATED_DESCRIPTION",
+    "FactsAboutArgs",
+    "RelatedArgs",
+    "facts_about_result",
+    "graph_tools",
+    "related_result",
+]
 
 logger = logging.getLogger("memoryport")
 
@@ -28,12 +38,47 @@ class RelatedArgs(_Args):
     depth: int = Field(default=2, ge=1, le=MAX_DEPTH, description=f"How many hops to follow (1 to {MAX_DEPTH}).")
 
 
+FACTS_ABOUT_DESCRIPTION = (
+    "Look up what is currently known about a person, place or thing in the current user's knowledge "
+    "graph: facts as (subject, relation, object) that are true now, with the date each became true."
+)
+RELATED_DESCRIPTION = (
+    "Find what is connected to a person, place or thing in the current user's knowledge graph, up to "
+    f"a few hops away (depth 1 to {MAX_DEPTH}, default 2), each with the fact that links it."
+)
+GRAPH_LIMIT = 50
+"""How many facts or entities a graph tool returns at most (by default)."""
+
+
 def _fact(f: Fact) -> dict[str, Any]:
     return {"subject": f.subject, "relation": f.relation, "object": f.object, "since": f.valid_from.isoformat()}
 
 
-def graph_tools(graph: KnowledgeGraph, *, scope_from: ScopeFrom = user_scope, limit: int = 50) -> list[MemoryTool]:
-    """``facts_about(entity)`` and ``related(entity, depth=2)`` over the current user's graph.
+async def facts_about_result(graph: KnowledgeGraph, entity: str, scope: MemoryScope, limit: int) -> dict[str, Any]:
+    """What the ``facts_about`` tool returns to the model."""
+    facts = await graph.facts_about(entity, scope=scope, limit=limit)
+    return {"entity": entity, "facts": [_fact(f) for f in facts], "count": len(facts)}
+
+
+async def related_result(
+    graph: KnowledgeGraph, entity: str, depth: int, scope: MemoryScope, limit: int
+) -> dict[str, Any]:
+    """What the ``related`` tool returns to the model."""
+    found = await graph.related(entity, scope=scope, depth=depth, limit=limit)
+    return {
+        "entity": entity,
+        "related": [{"entity": r.entity, "depth": r.depth, "via": _fact(r.fact)} for r in found],
+        "count": len(found),
+    }
+
+
+def graph_tools(
+    graph: KnowledgeGraph, *, scope_from: ScopeFrom = user_scope, limit: int = GRAPH_LIMIT
+) -> list[MemoryTool]:
+    """``facts_about(entity)`` and ``related(entity, depth=2)`` over a graph of your own, as loose tools.
+
+    Over a memory whose backend keeps the graph, ``memory_tools(memory, graph=True)``
+    offers the same two tools (registered classes) beside the memory tools.
 
     The scope comes from the :class:`ToolContext` (the user, through ``scope_from``),
     never from the model's arguments, which name only entities. Combine them with the
@@ -71,35 +116,23 @@ def graph_tools(graph: KnowledgeGraph, *, scope_from: ScopeFrom = user_scope, li
 
     async def facts_about(arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
         args: FactsAboutArgs = parse(FactsAboutArgs, arguments)
-        facts = await guarded(lambda: graph.facts_about(args.entity, scope=scope(context), limit=limit))
-        return {"entity": args.entity, "facts": [_fact(f) for f in facts], "count": len(facts)}
+        return await guarded(lambda: facts_about_result(graph, args.entity, scope(context), limit))  # type: ignore[no-any-return]
 
     async def related(arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
         args: RelatedArgs = parse(RelatedArgs, arguments)
-        found = await guarded(lambda: graph.related(args.entity, scope=scope(context), depth=args.depth, limit=limit))
-        return {
-            "entity": args.entity,
-            "related": [{"entity": r.entity, "depth": r.depth, "via": _fact(r.fact)} for r in found],
-            "count": len(found),
-        }
+        return await guarded(lambda: related_result(graph, args.entity, args.depth, scope(context), limit))  # type: ignore[no-any-return]
 
     return [
         MemoryTool(
             name="facts_about",
-            description=(
-                "Look up what is currently known about a person, place or thing in the current user's knowledge "
-                "graph: facts as (subject, relation, object) that are true now, with the date each became true."
-            ),
+            description=FACTS_ABOUT_DESCRIPTION,
             parameters=_schema(FactsAboutArgs),
             effect="read_only",
             handler=facts_about,
         ),
         MemoryTool(
             name="related",
-            description=(
-                "Find what is connected to a person, place or thing in the current user's knowledge graph, up to "
-                f"a few hops away (depth 1 to {MAX_DEPTH}, default 2), each with the fact that links it."
-            ),
+            description=RELATED_DESCRIPTION,
             parameters=_schema(RelatedArgs),
             effect="read_only",
             handler=related,

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, Union, overload
 from pydantic import BaseModel, ValidationError
 
 from .._errors import UsageError
+from .._graph import KnowledgeGraph
 from .._guard import GuardedMemory
 from .._port import Capability
 from .._records import MemoryScope
@@ -222,6 +223,7 @@ class MemoryTools(Sequence[MemoryTool]):
         read_filter: ReadFilter | None = redact_pii,
         approve: Approve | None = None,
         registry: Sequence[type[Tool]] | None = None,
+        graph: bool = False,
     ) -> None:
         if not isinstance(memory, GuardedMemory):
             raise UsageError(
@@ -242,6 +244,13 @@ class MemoryTools(Sequence[MemoryTool]):
                 f"the {memory.backend!r} backend cannot update records, so it cannot offer an update_memory tool; "
                 "pass update=False"
             )
+        if not isinstance(graph, bool):
+            raise UsageError("graph takes True or False (the tools read KnowledgeGraph(memory))")
+        if graph and Capability.GRAPH not in memory.capabilities:
+            raise UsageError(
+                f"the {memory.backend!r} backend keeps no entity graph, so it cannot offer facts_about and related; "
+                "pass graph=False"
+            )
         keeps_session = bool(getattr(scope_from, "keeps_session", False))
         if memory.user_only:
             if keeps_session:
@@ -260,6 +269,7 @@ class MemoryTools(Sequence[MemoryTool]):
         self.write_check = write_check
         self.read_filter = read_filter
         self.approve = approve
+        self.graph: KnowledgeGraph | None = KnowledgeGraph(memory) if graph else None
         self._keeps_session = keeps_session
         # Another family of tool classes (e.g. the agent loop's) binds the same way.
         classes = REGISTRY if registry is None else list(registry)
@@ -282,6 +292,7 @@ class MemoryTools(Sequence[MemoryTool]):
         made.scope_from = scope_from_context
         made.confirm_writes, made.forget, made.update, made.across_sessions, made.k = False, False, False, True, 5
         made.write_check, made.read_filter, made.approve = None, None, None
+        made.graph = None
         made._keeps_session = False
         made._tools = tuple(tools)
         made._by_name = {t.name: t for t in made._tools}
@@ -464,6 +475,7 @@ def memory_tools(
     write_check: WriteCheck | None = pii_check,
     read_filter: ReadFilter | None = redact_pii,
     approve: Approve | None = None,
+    graph: bool = False,
 ) -> MemoryTools:
     """``remember``, ``recall``, ``forget`` (unless ``forget=False``) and ``update_memory`` over ``memory``.
 
@@ -492,11 +504,16 @@ def memory_tools(
         read_filter: sees each recalled text before the model and returns what
             the model may see (``None`` hides it). Default: :func:`redact_pii`.
         approve: the host's approval callback for ``confirm_writes``.
+        graph: also offer ``facts_about(entity)`` and ``related(entity, depth=2)``
+            over the user's entity graph (``KnowledgeGraph(memory)``; needs the
+            ``graph`` capability). Off by default: two more tools in every prompt
+            are worth it only where the host keeps a graph.
 
     Raises:
         UsageError: for a combination that cannot work (``confirm_writes``
             without ``approve``, ``forget`` on a backend that cannot delete,
-            :func:`session_scope` on a ``user_only`` backend, a bad ``k``).
+            :func:`session_scope` on a ``user_only`` backend, a bad ``k``,
+            ``graph=True`` on a backend without the ``graph`` capability).
 
     Example:
         >>> from memoryport import ToolContext, memory_tools
@@ -516,4 +533,5 @@ def memory_tools(
         write_check=write_check,
         read_filter=read_filter,
         approve=approve,
+        graph=graph,
     )
