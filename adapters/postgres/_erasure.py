@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from memoryport._records import MemoryScope
 
+from ._graph import erase_graph
 from ._where import scope_sql, tenant
 
 if TYPE_CHECKING:
@@ -61,6 +62,8 @@ async def delete_records(store: PostgresStore, ids: Sequence[str] | None, scope:
             rows = await cur.fetchall()
             if rows:
                 await lower_counts(s, cur, {key: (len(rows), sum(int(r[0]) for r in rows))})
+            if ids is None and scope.user_id is not None and scope.session_id is None and scope.agent_id is None:
+                await erase_graph(cur, s, scope.user_id)  # erasing a user erases their entity graph too
             return len(rows)
 
     return await store.write("delete", write)
@@ -93,5 +96,5 @@ async def vacuum_tables(store: PostgresStore, *, full: bool = False) -> None:
     """``VACUUM (ANALYZE)`` the store's tables (``FULL``: rewrite them)."""
     await store.ready()
     async with store.db.autocommit() as conn:  # VACUUM cannot run in a transaction
-        for table in ("records", "postings", "tenants"):
+        for table in ("records", "postings", "tenants", "graph_entities", "graph_aliases", "graph_facts"):
             await conn.execute(f"VACUUM ({'FULL, ' if full else ''}ANALYZE) {store.quoted_schema}.{table}")

@@ -104,6 +104,47 @@ MIGRATIONS: list[tuple[str, ...]] = [
             WITH CHECK (tenant = current_setting('memoryport.tenant', true)
                    OR current_setting('memoryport.all_tenants', true) = 'on')""",
     ),
+    # 2: the entity graph (adapters/postgres/_graph.py): entities with aliases, facts with validity.
+    # Every row carries its user; row-level security as for the records.
+    (
+        """CREATE TABLE {s}.graph_entities(
+            eid bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            user_id text NOT NULL,
+            key text NOT NULL,
+            name text NOT NULL)""",
+        "CREATE INDEX graph_entities_user ON {s}.graph_entities(user_id)",
+        """CREATE TABLE {s}.graph_aliases(
+            user_id text NOT NULL,
+            key text NOT NULL,
+            eid bigint NOT NULL REFERENCES {s}.graph_entities(eid) ON DELETE CASCADE,
+            PRIMARY KEY (user_id, key))""",
+        "CREATE INDEX graph_aliases_eid ON {s}.graph_aliases(eid)",
+        """CREATE TABLE {s}.graph_facts(
+            fid bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            id text NOT NULL UNIQUE,
+            user_id text NOT NULL,
+            subject bigint NOT NULL REFERENCES {s}.graph_entities(eid) ON DELETE CASCADE,
+            relation text NOT NULL,
+            object bigint NOT NULL REFERENCES {s}.graph_entities(eid) ON DELETE CASCADE,
+            valid_from timestamptz NOT NULL,
+            valid_to timestamptz,
+            memory_id text)""",
+        "CREATE INDEX graph_facts_subject ON {s}.graph_facts(user_id, subject, relation)",
+        "CREATE INDEX graph_facts_object ON {s}.graph_facts(user_id, object)",
+        *(
+            statement
+            for table in ("graph_entities", "graph_aliases", "graph_facts")
+            for statement in (
+                f"ALTER TABLE {{s}}.{table} ENABLE ROW LEVEL SECURITY",
+                f"ALTER TABLE {{s}}.{table} FORCE ROW LEVEL SECURITY",
+                f"""CREATE POLICY memoryport_tenant ON {{s}}.{table}
+                    USING ('u:' || user_id = current_setting('memoryport.tenant', true)
+                           OR current_setting('memoryport.all_tenants', true) = 'on')
+                    WITH CHECK ('u:' || user_id = current_setting('memoryport.tenant', true)
+                           OR current_setting('memoryport.all_tenants', true) = 'on')""",
+            )
+        ),
+    ),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -41,6 +41,7 @@ from ._add import add_records
 from ._connection import DURABILITY, Database
 from ._driver import TypeInfo, psycopg_pool
 from ._erasure import delete_records, purge_records, vacuum_tables
+from ._graph import PostgresGraphStore
 from ._rows import COLUMNS, F32, record_from_row, vector_dumper
 from ._schema import SCHEMA_VERSION, SchemaInfo, hnsw_ddl, migrate, quote_ident, read_schema
 from ._search import recent, search_hits
@@ -151,6 +152,7 @@ class PostgresStore:
             Capability.TIME_RANGE,
             Capability.COUNT,
             Capability.FILTER_OPERATORS,
+            Capability.GRAPH,
         }
         if embedder is not None:
             caps.add(Capability.VECTOR_SEARCH)
@@ -373,6 +375,10 @@ class PostgresStore:
                 return await search_hits(self, cur, query, qvec, mode, scope, k, filters, span)
 
         return SearchResults(await self.read("search", ranked), mode=mode)
+
+    def graph_port(self) -> PostgresGraphStore:
+        """The entity graph in this schema (hosts hold ``KnowledgeGraph(memory)``; see ``docs/graph.md``)."""
+        return PostgresGraphStore(self)
 
     # -- maintenance -------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""``memoryport import``: import a folder of documents as knowledge into a SQLite file."""
+"""``memoryport import``: import a folder of documents as knowledge into a SQLite file or a PostgreSQL schema."""
 
 from __future__ import annotations
 
@@ -6,9 +6,14 @@ import argparse
 import asyncio
 import json
 import sys
+from typing import TYPE_CHECKING
 
+from .._errors import UsageError
 from . import _common
 from ._common import CliError
+
+if TYPE_CHECKING:
+    from .._guard import GuardedMemory
 
 __all__ = ["register", "run"]
 
@@ -17,6 +22,7 @@ EXAMPLES = """examples:
   memoryport import handbook/ --db memory.db --user ann --embed     ... with vectors from the local model
   memoryport import notes.md --db memory.db --user ann --collection notes
   memoryport import handbook/ --db memory.db --user ann --json      the report as one JSON object
+  memoryport import handbook/ --dsn postgresql://app@db/app --user ann     into PostgreSQL (extra: postgres)
 Run it again after editing the folder: changed files are re-indexed, deleted files' chunks removed,
 unchanged files left alone. Recall knowledge with: memoryport search ... --filter kind=knowledge
 """
@@ -45,6 +51,39 @@ class _Bar:
             sys.stderr.flush()
 
 
+def _open(args: argparse.Namespace) -> GuardedMemory:
+    """The SQLite file of ``--db``, or the PostgreSQL schema of ``--dsn`` (or of a ``--db postgresql://...``)."""
+    from ..server._backend import is_dsn
+
+    dsn = args.dsn
+    if args.db and is_dsn(args.db):
+        if dsn:
+            raise CliError("give --db PATH or --dsn postgresql://..., not both")
+        dsn, args.db = args.db, None
+    if not dsn:
+        return _common.open_memory(args, create=True)
+    if args.db:
+        raise CliError("give --db PATH or --dsn postgresql://..., not both")
+    if not is_dsn(dsn):
+        raise CliError(f"--dsn takes a PostgreSQL URL such as postgresql://app@db/app, not {dsn!r}")
+    try:
+        from memoryport.adapters.postgres import PostgresMemory
+    except ImportError as exc:
+        raise CliError(f"--dsn needs the PostgreSQL extra: {exc}") from None
+    embedder = None
+    if args.embed:
+        import memoryport
+
+        try:
+            embedder = memoryport.LocalEmbedder()
+        except (AttributeError, ImportError) as exc:
+            raise CliError(f"--embed needs the local embedder: {exc}") from None
+    try:
+        return PostgresMemory(dsn, embedder=embedder, schema=args.schema, pool_size=2)
+    except UsageError as exc:
+        raise CliError(str(exc)) from None
+
+
 def run(args: argparse.Namespace) -> int:
     """Import the folder and print the report; exit 1 when some files failed."""
     from memoryport.knowledge import ChunkOptions, ImportReport, import_knowledge
@@ -54,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         options = ChunkOptions(max_chars=args.max_chars, overlap=args.overlap)
     except ValueError as exc:
         raise CliError(str(exc).replace("max_chars", "--max-chars").replace("overlap", "--overlap")) from None
-    memory = _common.open_memory(args, create=True)
+    memory = _open(args)
     bar = _Bar(args.progress or (args.progress is None and sys.stderr.isatty()))
 
     async def go() -> ImportReport:
@@ -102,13 +141,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="import a folder of documents as knowledge",
         description=(
             "Import Markdown, text, HTML and PDF files (recursively; hidden files and symlinks skipped) into a "
-            "SQLite memory file as knowledge chunks of the given user. Re-running re-indexes only what changed. "
+            "SQLite memory file (--db) or a PostgreSQL schema (--dsn) as knowledge chunks of the given user. "
+            "Re-running re-indexes only what changed. "
             "Exits 1 when some files could not be read (they are listed on stderr and skipped)."
         ),
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _common.add_db_argument(p)
+    p.add_argument(
+        "--dsn",
+        metavar="URL",
+        default=None,
+        help="a PostgreSQL database instead of a file: postgresql://USER@HOST/DB (extra: postgres)",
+    )
+    p.add_argument("--schema", default="memoryport", help="with --dsn: the PostgreSQL schema (default: memoryport)")
     _common.add_scope_arguments(p)
     p.add_argument("--collection", metavar="NAME", help="name of the imported set (default: the folder's name)")
     p.add_argument("--max-chars", metavar="N", type=int, default=1500, help="longest chunk in characters (1500)")
