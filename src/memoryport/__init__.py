@@ -59,6 +59,7 @@ from ._timerange import TimeBound
 if TYPE_CHECKING:
     from ._copy import CopyReport, copy_memories, copy_memories_sync
     from ._graph import Fact, GraphPort, KnowledgeGraph, NewFact, Related, SupportsGraph
+    from ._graph_extract import FactExtraction
     from ._rerank import CallableReranker, RerankerPort
     from .adapters.callable import CallableMemory
     from .adapters.graphiti import GraphitiMemory
@@ -125,6 +126,7 @@ _LAZY: dict[str, str] = {
     "copy_memories_sync": "memoryport._copy",
     "ChunkOptions": "memoryport.knowledge",
     "Fact": "memoryport._graph",
+    "FactExtraction": "memoryport._graph_extract",
     "GraphPort": "memoryport._graph",
     "KnowledgeGraph": "memoryport._graph",
     "NewFact": "memoryport._graph",
@@ -169,6 +171,7 @@ __all__ = [
     "EventSink",
     "ExtractionPolicy",
     "Fact",
+    "FactExtraction",
     "GraphPort",
     "GraphitiMemory",
     "GuardOptions",

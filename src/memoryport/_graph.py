@@ -30,13 +30,18 @@ import logging
 import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from ._errors import InvalidInput, UnsupportedCapability, UsageError
 from ._records import MemoryScope, utcnow
 from ._sync import run_sync
+
+if TYPE_CHECKING:
+    from ._graph_extract import FactExtraction
+    from ._guard import GuardedMemory
+    from .models import ModelPort
 
 __all__ = [
     "MAX_DEPTH",
@@ -214,6 +219,7 @@ class KnowledgeGraph:
         if isinstance(single_valued, str):
             raise UsageError("single_valued takes a set of relation names, e.g. {'lives_in'}")
         relations = frozenset(_check_name(r, "single_valued") for r in single_valued)
+        self._memory: GuardedMemory | None = source if isinstance(source, GuardedMemory) else None
         if isinstance(source, GuardedMemory):
             if Capability.GRAPH not in source.capabilities:
                 raise UnsupportedCapability(
@@ -396,6 +402,82 @@ class KnowledgeGraph:
             elif all(self._holds(f, when, False) for f in path):
                 kept.append(list(path))
         return kept[:n]
+
+    # -- facts from a model ----------------------------------------------------
+
+    async def add_facts_from_text(
+        self,
+        model: ModelPort,
+        text: str,
+        *,
+        scope: MemoryScope,
+        memory_id: str | None = None,
+        valid_from: datetime | None = None,
+        timeout: float = 30.0,
+    ) -> FactExtraction:
+        """Ask ``model`` for the ``(subject, relation, object)`` facts ``text`` states and add them.
+
+        The answer is validated (pydantic) before anything is written; a malformed
+        answer, a timeout or a model failure raises :class:`~memoryport.ModelError`
+        and writes nothing; a triple the graph refuses is reported in ``skipped``.
+        Relations are normalised to ``snake_case``. With ``memory_id`` (the record
+        the text came from) each fact carries it; on a graph built from a memory
+        with ``get``, the id must name a memory of this user, and the facts are true
+        from its ``created_at`` unless ``valid_from`` says otherwise (else from now).
+
+        Example:
+            >>> from memoryport.models import CallableModel
+            >>> model = CallableModel(lambda messages: {"facts": [
+            ...     {"subject": "Ann", "relation": "lives in", "object": "Porto"}]})
+            >>> done = await graph.add_facts_from_text(model, "Ann moved to Porto", scope=ann)  # doctest: +SKIP
+            >>> [(f.relation, f.object) for f in done.facts]  # doctest: +SKIP
+            [('lives_in', 'Porto')]
+        """
+        from ._graph_extract import FactExtraction, ask_for_facts
+        from ._port import Capability
+
+        self._user(scope)
+        when = self._when(valid_from, "valid_from")
+        if memory_id is not None:
+            if not isinstance(memory_id, str) or not memory_id.strip() or len(memory_id) > _MAX_NAME:
+                raise InvalidInput("memory_id must be a memory's id (a non-empty string)", field="memory_id")
+            if self._memory is not None and Capability.GET in self._memory.capabilities:
+                record = await self._memory.get(memory_id, scope=scope)
+                if record is None:
+                    raise InvalidInput("memory_id names no memory of this user", field="memory_id")
+                when = when or record.created_at
+        kept, skipped = await ask_for_facts(model, text, relations=self.single_valued, timeout=timeout)
+        facts = [
+            NewFact(subject=t.subject, relation=t.relation, object=t.object, valid_from=when, memory_id=memory_id)
+            for _, t in kept
+        ]
+        stored = await self.add_facts(facts, scope=scope) if facts else []
+        return FactExtraction(facts=stored, skipped=skipped, model=model.name)
+
+    async def add_facts_from_memory(
+        self, model: ModelPort, memory_id: str, *, scope: MemoryScope, timeout: float = 30.0
+    ) -> FactExtraction:
+        """:meth:`add_facts_from_text` on a stored memory's text: facts carry its id and start at its ``created_at``.
+
+        Needs a graph built from a memory with ``get`` (``KnowledgeGraph(memory)``).
+
+        Example:
+            >>> [said] = await memory.add([MemoryRecord(scope=ann, text="Ann works at Acme")])  # doctest: +SKIP
+            >>> await graph.add_facts_from_memory(model, said, scope=ann)  # doctest: +SKIP
+        """
+        from ._port import Capability
+
+        self._user(scope)
+        if self._memory is None or Capability.GET not in self._memory.capabilities:
+            raise UsageError("add_facts_from_memory() needs KnowledgeGraph(memory) over a memory with get")
+        if not isinstance(memory_id, str) or not memory_id.strip():
+            raise InvalidInput("memory_id must be a memory's id (a non-empty string)", field="memory_id")
+        record = await self._memory.get(memory_id, scope=scope)
+        if record is None:
+            raise InvalidInput("memory_id names no memory of this user", field="memory_id")
+        return await self.add_facts_from_text(
+            model, record.text, scope=scope, memory_id=memory_id, valid_from=record.created_at, timeout=timeout
+        )
 
     # -- blocking twins, for synchronous hosts ---------------------------------
 

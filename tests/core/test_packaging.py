@@ -37,6 +37,7 @@ PUBLIC = [
     "EventSink",
     "ExtractionPolicy",
     "Fact",
+    "FactExtraction",
     "GraphPort",
     "GraphitiMemory",
     "GuardOptions",
