@@ -105,10 +105,10 @@ class Pair:
         records and their vectors are never all in memory at once).
         """
         key = f"{self.schema}:{n}"
-        if KEPT.get(key) and await self.count("postgres") == n and await self.count("sqlite") == n:
-            return dict(KEPT[key])
-        rates = {}
+        rates: dict[str, float] = KEPT.setdefault(key, {})
         for label in ("sqlite", "postgres"):
+            if label in rates and await self.count(label) == n:
+                continue  # loaded by a kept run (each backend on its own: an interrupted run resumes)
             await self.drop(label)
             memory: Any = self.sqlite() if label == "sqlite" else self.postgres()
             start_t = time.perf_counter()
@@ -118,9 +118,8 @@ class Pair:
                     self.embedder.forget([r.text for r in batch])
             rates[label] = n / (time.perf_counter() - start_t)
             await memory.aclose()
-        KEPT[key] = rates
-        save_kept()
-        return rates
+            save_kept()
+        return dict(rates)
 
     async def count(self, backend: str) -> int:
         if backend == "sqlite":
