@@ -280,3 +280,21 @@ def test_blocking_twin(tmp_path: Any) -> None:
                                                 "confidence": 1}).model)
     assert extractor.extract_sync(MOVE, scope=ANN_CHAT).count("ADD") == 1
     memory.close()
+
+
+async def test_long_turns_are_skipped_not_cut(memory: AgentMemory) -> None:
+    script = decide({"action": "NOOP"})
+    extractor = MemoryExtractor(memory, script.model, policy=ExtractionPolicy(max_turn_chars=200))
+    result = await extractor.extract(turn("word " * 60), scope=ANN)
+    assert (result.status, result.reason) == ("skipped", "long") and script.calls == []
+    assert extractor.stats["skipped_long"] == 1
+    # the default bound keeps a huge turn away from the model port's own limit: skipped, never raised
+    huge = await MemoryExtractor(memory, script.model).extract(turn("word " * 400_000), scope=ANN)
+    assert huge.reason == "long"
+
+
+async def test_handles_are_read_loosely(memory: AgentMemory) -> None:
+    await memory.remember("Ann works at a bakery in Paris", scope=ANN)
+    script = decide({"action": "Delete", "memory": " M1 ", "confidence": 0.9})
+    result = await MemoryExtractor(memory, script.model).extract(MOVE, scope=ANN_CHAT)
+    assert [(d.action, d.status) for d in result.decisions] == [("DELETE", "applied")]

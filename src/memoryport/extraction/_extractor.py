@@ -111,7 +111,7 @@ class MemoryExtractor:
     * :meth:`extract` after a turn: the model sees the turn and the
       ``candidates`` (10) most similar memories, under short handles (``m1`` ...,
       never their ids), and decides ADD, UPDATE, DELETE or NOOP for each piece
-      of information; turns under ``min_words`` (20) are skipped, decisions
+      of information; turns under ``min_words`` (20) or over ``max_turn_chars`` are skipped, decisions
       under ``min_confidence`` (0.4) dropped.
     * :meth:`consolidate` folds sessions whose last turn is ``consolidate_after``
       (14 days) old, with ``min_session_turns`` (5) or more, into notes
@@ -193,7 +193,7 @@ class MemoryExtractor:
     def stats(self) -> dict[str, int]:
         """Counters since construction: turns, skips and failures by reason, decisions by action and outcome.
 
-        Keys: ``turns``; ``skipped_short``/``skipped_empty``; ``failed_<reason>`` (``timeout``,
+        Keys: ``turns``; ``skipped_short``/``skipped_long``/``skipped_empty``; ``failed_<reason>`` (``timeout``,
         ``malformed``, ``http``, ``connect``, ``refused``, ``error``, ``store``); ``decisions_<ACTION>``;
         ``applied_<ACTION>``; ``rejected``; ``low_confidence``; ``unchanged``; ``sessions_consolidated``;
         ``notes_written``; ``pairs_<RELATION>``; ``pairs_applied``.
@@ -257,6 +257,10 @@ class MemoryExtractor:
         if sum(len(text.split()) for _, text in turn) < self.policy.min_words:
             self._stats["skipped_short"] += 1
             return ExtractionResult(status="skipped", reason="short")
+        if sum(len(text) for _, text in turn) > self.policy.max_turn_chars:
+            self._stats["skipped_long"] += 1
+            logger.info("extraction skipped: the turn is over max_turn_chars (%d)", self.policy.max_turn_chars)
+            return ExtractionResult(status="skipped", reason="long")
         home = owner(scope)
         shown: list[MemoryItem] = []
         if self.policy.candidates:
@@ -336,7 +340,7 @@ class MemoryExtractor:
                 else:
                     adds.append((i, new))
                 continue
-            item = handles.get(d.memory.strip())
+            item = handles.get(d.memory.strip().lower())
             if item is None:
                 outcomes[i] = DecisionOutcome(d.action, "rejected", reason="not shown")
             elif item.id in targeted:
@@ -588,7 +592,7 @@ class MemoryExtractor:
                 continue
             seen: set[str] = set()
             for verdict in answer.pairs:
-                handle = verdict.pair.strip()
+                handle = verdict.pair.strip().lower()
                 if handle not in shown or handle in seen:
                     self._stats["rejected"] += 1
                     continue

@@ -43,6 +43,7 @@ class ExtractionPolicy:
 
     Attributes:
         min_words: a turn (its user and assistant messages) shorter than this is not sent to the model (20).
+        max_turn_chars: a longer turn is not sent either (skipped as ``long``, counted; never cut) (20,000).
         candidates: how many of the most similar memories the model is shown (10).
         min_confidence: decisions below this confidence are dropped and counted (0.4).
         timeout: seconds the model gets per call, retries included (3).
@@ -70,6 +71,7 @@ class ExtractionPolicy:
     """
 
     min_words: int = 20
+    max_turn_chars: int = 20_000
     candidates: int = 10
     min_confidence: float = 0.4
     timeout: float = 3.0
@@ -94,6 +96,7 @@ class ExtractionPolicy:
     def __post_init__(self) -> None:
         _count(self.min_words, "min_words", 0)
         _count(self.candidates, "candidates", 0)
+        _count(self.max_turn_chars, "max_turn_chars", 100)
         _count(self.min_session_turns, "min_session_turns", 1)
         _count(self.max_session_chars, "max_session_chars", 1_000)
         _count(self.max_pairs, "max_pairs", 1)
@@ -173,7 +176,7 @@ class ExtractionResult:
 
     Attributes:
         status: ``applied`` (the model's decisions were applied, possibly none), ``skipped``
-            (``reason``: ``short``, ``empty``) or ``failed`` (``reason``: ``timeout``, ``malformed``,
+            (``reason``: ``short``, ``long``, ``empty``) or ``failed`` (``reason``: ``timeout``, ``malformed``,
             ``http``, ``connect``, ``refused``, ``error``, ``store``); a failed call changed nothing.
         decisions: the outcome of each decision, in the model's order.
         shown: how many existing memories the model was shown.
