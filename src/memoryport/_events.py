@@ -34,8 +34,8 @@ class MemoryEvent:
     Attributes:
         name: ``memory.added``, ``memory.searched``, ``memory.fetched``,
             ``memory.deleted``, ``memory.exported``, ``memory.purged``,
-            ``memory.updated``, ``memory.counted``,
-            ``embedding.used`` or ``rerank.used``.
+            ``memory.updated``, ``memory.counted``, ``memory.extracted``,
+            ``embedding.used``, ``rerank.used`` or ``model.used``.
         backend: the backend's name.
         count: records added, hits returned, records deleted, exported, updated,
             counted, ...

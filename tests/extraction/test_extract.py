@@ -298,3 +298,20 @@ async def test_handles_are_read_loosely(memory: AgentMemory) -> None:
     script = decide({"action": "Delete", "memory": " M1 ", "confidence": 0.9})
     result = await MemoryExtractor(memory, script.model).extract(MOVE, scope=ANN_CHAT)
     assert [(d.action, d.status) for d in result.decisions] == [("DELETE", "applied")]
+
+
+async def test_events_carry_counts_never_texts(memory: AgentMemory) -> None:
+    from memoryport import MemoryEvent
+
+    events: list[MemoryEvent] = []
+    script = decide({"action": "ADD", "text": "Ann lives in Lyon", "confidence": 0.9}, {"action": "NOOP"},
+                    {"action": "DELETE", "memory": "m5", "confidence": 0.9})
+    await MemoryExtractor(memory, script.model).extract(MOVE, scope=ANN_CHAT, ctx=events.append)
+    extracted = [e for e in events if e.name == "memory.extracted"]
+    assert [(e.count, dict(e.usage), e.error, e.scope_kind) for e in extracted] == [
+        (1, {"add_applied": 1, "noop_unchanged": 1, "delete_rejected": 1}, None, "user+session")]
+    assert any(e.name == "model.used" and e.backend == "scripted" for e in events)
+    assert "Lyon" not in repr([e for e in events if e.name in ("memory.extracted", "model.used")])
+    events.clear()
+    await MemoryExtractor(memory, Script(lambda m: "no").model).extract(MOVE, scope=ANN_CHAT, ctx=events.append)
+    assert [(e.count, e.error) for e in events if e.name == "memory.extracted"] == [(0, "malformed")]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
@@ -13,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from .._embedding import EmbeddingPort, check_matrix
 from .._errors import InvalidInput, ModelError, UsageError
-from .._events import EventSink
+from .._events import EventSink, MemoryEvent, current_sink, deliver
 from .._port import Capability
 from .._records import MemoryRecord, MemoryScope, utcnow
 from .._sync import run_sync
@@ -206,10 +207,16 @@ class MemoryExtractor:
             raise UsageError("MemoryExtractor's clock must return an aware datetime")
         return now.astimezone(timezone.utc)
 
-    async def _ask(self, what: str, system: str, user: str, shape: type[_A]) -> _A | str:
-        """The model's validated answer, or the reason it failed (logged without content, counted)."""
+    async def _ask(
+        self, what: str, system: str, user: str, shape: type[_A], ctx: EventSink | None = None
+    ) -> _A | str:
+        """The model's validated answer, or the reason it failed (logged without content, counted).
+
+        The model's usage (``model.used``) goes to ``ctx`` when one is given.
+        """
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         error: BaseException
+        token = current_sink.set(ctx) if ctx is not None else None
         try:
             raw = await asyncio.wait_for(
                 self.model.complete_json(messages, schema=shape.model_json_schema()), self.policy.timeout
@@ -225,6 +232,9 @@ class MemoryExtractor:
             raise
         except Exception as exc:  # a third party's ModelPort may raise anything: never lose the turn
             reason, error = "error", exc
+        finally:
+            if token is not None:
+                current_sink.reset(token)
         self._stats[f"failed_{reason}"] += 1
         logger.warning("%s skipped: the model %r failed (%s, %s)", what, self.model.name, reason,
                        type(error).__name__)
@@ -238,7 +248,10 @@ class MemoryExtractor:
         """Learn from the last turn of ``messages`` (OpenAI- or Anthropic-shaped dicts).
 
         Model failures do not raise: the result says ``failed`` and why, and
-        nothing changed. Bad arguments raise (:class:`~memoryport.InvalidInput`,
+        nothing changed. A call that asked the model sends ``memory.extracted``
+        to ``ctx`` (counts only: written memories in ``count``, decisions as
+        ``<action>_<status>`` in ``usage``, a failure's reason in ``error``), and
+        the model's usage (``model.used``) too. Bad arguments raise (:class:`~memoryport.InvalidInput`,
         :class:`~memoryport.UsageError`), and so does a failing store
         (:class:`~memoryport.BackendError`, counted as ``failed_store``).
 
@@ -272,9 +285,12 @@ class MemoryExtractor:
         handles = {f"m{i + 1}": item for i, item in enumerate(shown)}
         system = self.policy.extract_prompt.format(kinds=", ".join(self.memory.policy.kinds))
         user = P.extract_user(turn, [(h, m.kind or "memory", m.text) for h, m in handles.items()])
-        answer = await self._ask("extraction", system, user, ExtractionAnswer)
+        start = time.perf_counter()
+        answer = await self._ask("extraction", system, user, ExtractionAnswer, ctx)
         if isinstance(answer, str):
-            return ExtractionResult(status="failed", reason=answer, shown=len(shown))
+            result = ExtractionResult(status="failed", reason=answer, shown=len(shown))
+            self._event(result, scope, start, ctx)
+            return result
         try:
             outcomes = await self._apply(answer, handles, home, ctx)
         except (UsageError, InvalidInput):
@@ -289,7 +305,16 @@ class MemoryExtractor:
             else:
                 self._stats[outcome.status] += 1
         self._stats["extracted"] += 1
-        return ExtractionResult(status="applied", decisions=tuple(outcomes), shown=len(shown))
+        result = ExtractionResult(status="applied", decisions=tuple(outcomes), shown=len(shown))
+        self._event(result, scope, start, ctx)
+        return result
+
+    def _event(self, result: ExtractionResult, scope: MemoryScope, start: float, ctx: EventSink | None) -> None:
+        """``memory.extracted`` to ``ctx``: decisions by outcome in ``usage``, the failure's reason in ``error``."""
+        usage = Counter(f"{d.action.lower()}_{d.status}" for d in result.decisions)
+        deliver(ctx, MemoryEvent(name="memory.extracted", backend=self.model.name, count=len(result.written),
+                                 latency_ms=(time.perf_counter() - start) * 1000, scope_kind=scope.kind,
+                                 error=result.reason if result.status == "failed" else None, usage=dict(usage)))
 
     def _new_memory(self, decision: Add, scope: MemoryScope) -> NewMemory | str:
         """The memory an ADD asks for, or why it cannot be stored (checked before anything is written)."""
@@ -434,7 +459,7 @@ class MemoryExtractor:
             failed: str | None = None
             for part in self._parts(session):
                 answer = await self._ask("consolidation", policy.consolidate_prompt,
-                                         P.consolidate_user(session.id, part), ConsolidationAnswer)
+                                         P.consolidate_user(session.id, part), ConsolidationAnswer, ctx)
                 if isinstance(answer, str):
                     failed = answer
                     break
@@ -586,7 +611,7 @@ class MemoryExtractor:
             shown = {f"p{n + 1}": pair for n, pair in enumerate(batch)}
             answer = await self._ask("reconciliation", self.policy.reconcile_prompt,
                                      P.reconcile_user([(h, a.text, b.text) for h, (a, b, _) in shown.items()]),
-                                     ReconciliationAnswer)
+                                     ReconciliationAnswer, ctx)
             if isinstance(answer, str):
                 failed[answer] += 1
                 continue
