@@ -74,7 +74,7 @@ if TYPE_CHECKING:
     from .embedders.sentence_transformers import SentenceTransformerEmbedder
     from .extraction import ExtractionPolicy, MemoryExtractor
     from .knowledge import ChunkOptions, ImportReport, import_knowledge, import_knowledge_sync
-    from .loop import ConversationLog, loop_tools
+    from .loop import AutoRecall, ContextPolicy, ConversationLog, PromptContext, Scratchpad, ToolHistory, loop_tools
     from .models import CallableModel, ModelPort
     from .models.openai import OpenAIModel
     from .tools import (
@@ -146,7 +146,12 @@ _LAZY: dict[str, str] = {
     "CurationPolicy": "memoryport.curated",
     "NewMemory": "memoryport.curated",
     "curated_tools": "memoryport.curated",
+    "AutoRecall": "memoryport.loop",
+    "ContextPolicy": "memoryport.loop",
     "ConversationLog": "memoryport.loop",
+    "PromptContext": "memoryport.loop",
+    "Scratchpad": "memoryport.loop",
+    "ToolHistory": "memoryport.loop",
     "loop_tools": "memoryport.loop",
 }
 
@@ -154,6 +159,7 @@ __all__ = [
     "DEFAULT_LIMITS",
     "OPERATORS",
     "AgentMemory",
+    "AutoRecall",
     "BackendError",
     "CallableEmbedder",
     "CallableMemory",
@@ -161,6 +167,7 @@ __all__ = [
     "CallableReranker",
     "Capability",
     "ChunkOptions",
+    "ContextPolicy",
     "ConversationLog",
     "CopyReport",
     "CrossEncoderReranker",
@@ -202,10 +209,12 @@ __all__ = [
     "OpenAIModel",
     "PendingWrite",
     "PostgresMemory",
+    "PromptContext",
     "Related",
     "RerankerPort",
     "SQLiteGraph",
     "SQLiteMemory",
+    "Scratchpad",
     "SearchMode",
     "SearchResults",
     "SentenceTransformerEmbedder",
@@ -218,6 +227,7 @@ __all__ = [
     "TimeBound",
     "ToolContext",
     "ToolError",
+    "ToolHistory",
     "UnsupportedCapability",
     "UsageError",
     "ZepMemory",

@@ -7,9 +7,9 @@ from types import ModuleType
 
 import pytest
 
-from memoryport.loop import _conversation
+from memoryport.loop import _context, _conversation, _hook, _scratch, _toolhistory
 
-MODULES: list[ModuleType] = [_conversation]
+MODULES: list[ModuleType] = [_conversation, _toolhistory, _context, _hook, _scratch]
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)

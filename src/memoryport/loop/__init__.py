@@ -19,17 +19,53 @@ key                type     meaning
 
 from __future__ import annotations
 
+from ._context import (
+    BLOCK_NOTE,
+    ContextBlock,
+    ContextItem,
+    ContextPolicy,
+    PromptContext,
+    TextFilter,
+    complexity,
+    is_sensitive,
+    quote,
+)
 from ._conversation import ROLES, ConversationLog, NewTurn, Role, Turn
-from ._tools import LOOP_TOOLS, LoopTools, SearchPastConversations, loop_tools
+from ._hook import AfterTurn, AutoRecall, Extractor, TurnContext, message_role, message_text
+from ._scratch import ScratchEnd, ScratchItem, Scratchpad
+from ._toolhistory import ToolCallRecord, ToolHistory, ToolStats
+from ._tools import LOOP_TOOLS, LoopTools, MemoryContext, SearchPastConversations, loop_tools
 
 __all__ = [
+    "BLOCK_NOTE",
     "LOOP_TOOLS",
     "ROLES",
+    "AfterTurn",
+    "AutoRecall",
+    "ContextBlock",
+    "ContextItem",
+    "ContextPolicy",
     "ConversationLog",
+    "Extractor",
     "LoopTools",
+    "MemoryContext",
     "NewTurn",
+    "PromptContext",
     "Role",
+    "ScratchEnd",
+    "ScratchItem",
+    "Scratchpad",
     "SearchPastConversations",
+    "TextFilter",
+    "ToolCallRecord",
+    "ToolHistory",
+    "ToolStats",
     "Turn",
+    "TurnContext",
+    "complexity",
+    "is_sensitive",
     "loop_tools",
+    "message_role",
+    "message_text",
+    "quote",
 ]
