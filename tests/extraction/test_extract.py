@@ -315,3 +315,17 @@ async def test_events_carry_counts_never_texts(memory: AgentMemory) -> None:
     events.clear()
     await MemoryExtractor(memory, Script(lambda m: "no").model).extract(MOVE, scope=ANN_CHAT, ctx=events.append)
     assert [(e.count, e.error) for e in events if e.name == "memory.extracted"] == [(0, "malformed")]
+
+
+async def test_logged_turns_are_never_shown_as_memories(tmp_path: Any) -> None:
+    from memoryport import SQLiteMemory
+    from memoryport.loop import ConversationLog
+
+    memory = AgentMemory(SQLiteMemory(tmp_path / "log.db"))
+    log = ConversationLog(memory.memory)
+    await log.store_turn("user", MOVE[1]["content"], scope=ANN_CHAT)
+    await memory.remember("Ann lives in Paris", scope=ANN)
+    script = decide({"action": "NOOP"})
+    await MemoryExtractor(memory, script.model).extract(MOVE, scope=ANN_CHAT)
+    assert list(shown(script.calls[0]).values()) == ["Ann lives in Paris"]
+    await memory.aclose()
