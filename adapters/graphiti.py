@@ -1,7 +1,8 @@
 """GraphitiMemory: memories in a Graphiti knowledge graph (extra ``graphiti``).
 
-(Just over 500 lines: two add paths — the zero-LLM bulk path and extraction —
-and Kuzu's naive datetimes are this adapter's own.)
+(Over 500 lines: two add paths — the zero-LLM bulk path and extraction —,
+Kuzu's naive datetimes, and the read-only view of Graphiti's own facts as an
+entity graph (:func:`GraphitiGraph`) are this adapter's own.)
 
 Each memoryport user is one Graphiti ``group_id``: ``"mp-"`` followed by the
 SHA-256 of the user id in hex (or an HMAC-SHA-256 when ``hash_key`` is given),
@@ -27,10 +28,12 @@ import logging
 import uuid as uuidlib
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from memoryport._errors import BackendError, UnsupportedCapability, UsageError
 from memoryport._extras import require
+from memoryport._graph import Fact, KnowledgeGraph, NewFact, Related
+from memoryport._graph_extract import normalise_relation
 from memoryport._guard import GuardedMemory, GuardOptions
 from memoryport._port import Capability, SearchResults
 from memoryport._records import (
@@ -45,7 +48,7 @@ from memoryport.storekit import Undo, duplicate_id, id_of, ids_of, parse_time, r
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["GraphitiMemory", "GraphitiStore", "group_id_for"]
+__all__ = ["GraphitiGraph", "GraphitiGraphPort", "GraphitiMemory", "GraphitiStore", "group_id_for"]
 
 logger = logging.getLogger("memoryport")
 
@@ -509,3 +512,140 @@ def GraphitiMemory(
     """
 
     return GuardedMemory(GraphitiStore(client, extract=extract, id_prefix=id_prefix, hash_key=hash_key), **guard)
+
+
+class GraphitiGraphPort:
+    """Graphiti's own facts (``EntityEdge``, ``valid_at``/``invalid_at``) as a read-only :class:`~memoryport.GraphPort`.
+
+    Each call reads the user's group (entities and facts, page by page) and walks
+    it in memory with the reference graph (:class:`~memoryport.testing.InMemoryGraph`):
+    cost grows with the user's graph, which Graphiti keeps per group. A fact maps as
+    ``subject`` = source entity's name, ``relation`` = the edge's name in
+    ``snake_case``, ``object`` = target's name, ``valid_from`` = ``valid_at`` (else
+    ``created_at``), ``valid_to`` = ``invalid_at`` (else ``expired_at``), ``memory_id``
+    = the record id of the first episode it came from. The verbatim facts this
+    adapter writes for ``extract=False`` are not entity facts and are left out.
+    Entities whose names match case-insensitively are one entity; Graphiti has no
+    aliases. Writes (``add_facts``, ``add_entity``) raise
+    :class:`~memoryport.UnsupportedCapability`: Graphiti writes and invalidates its
+    facts through its own model pipeline (``GraphitiMemory(extract=True)``).
+    """
+
+    def __init__(self, store: GraphitiStore) -> None:
+        self._store = store
+
+    @staticmethod
+    def _refuse(what: str) -> NoReturn:
+        raise UnsupportedCapability(
+            f"{what} is not available on Graphiti's graph: Graphiti writes, deduplicates and invalidates its facts "
+            "with its own model (store texts with GraphitiMemory(extract=True)); see docs/graph.md",
+            capability=Capability.GRAPH.value,
+            backend="graphiti",
+        )
+
+    async def add_entity(self, name: str, aliases: Sequence[str], *, user_id: str) -> str:
+        self._refuse("add_entity")
+
+    async def add_facts(
+        self, facts: Sequence[NewFact], *, user_id: str, now: datetime, single_valued: frozenset[str]
+    ) -> list[Fact]:
+        self._refuse("add_facts")
+
+    async def erase(self, *, user_id: str) -> int:
+        self._refuse("erase (erase the user through the memory: memory.delete(scope=...))")
+
+    async def _paged(self, kind: Any, group: str) -> list[Any]:
+        found: list[Any] = []
+        cursor: str | None = None
+        driver = self._store._driver(group)
+        while True:
+            try:
+                page = await kind.get_by_group_ids(driver, [group], limit=_PAGE, uuid_cursor=cursor)
+            except self._store._sdk.errors.GroupsEdgesNotFoundError:
+                page = []
+            found.extend(page)
+            if len(page) < _PAGE:
+                return found
+            cursor = page[-1].uuid
+
+    async def _graph(self, user_id: str) -> Any:
+        from memoryport.testing import InMemoryGraph
+
+        store = self._store
+        group = store.group_id(MemoryScope(user_id=user_id))
+        try:
+            nodes = await self._paged(store._sdk.nodes.EntityNode, group)
+            edges = await self._paged(store._sdk.edges.EntityEdge, group)
+            episodes = {
+                e.uuid: (e.name if e.source_description == _SOURCE else e.uuid) for e in await store._episodes(group)
+            }
+        except Exception as exc:
+            raise BackendError(
+                f"graphiti failed to read the graph ({type(exc).__name__})", backend=store.name, operation="graph"
+            ) from exc
+        facts: list[tuple[str, str, Fact]] = []
+        for edge in edges:
+            if edge.group_id != group or (edge.name == _FACT_NAME and _ATTR_ID in (edge.attributes or {})):
+                continue  # another group's (never expected), or a verbatim text of extract=False
+            began = parse_time(edge.valid_at) or parse_time(edge.created_at)
+            relation = normalise_relation(str(edge.name or ""))
+            if began is None or not relation:
+                continue
+            source = next((episodes[e] for e in edge.episodes or [] if e in episodes), None)
+            fact = Fact.model_construct(
+                id=edge.uuid,
+                subject=edge.source_node_uuid,
+                relation=relation,
+                object=edge.target_node_uuid,
+                valid_from=began,
+                valid_to=parse_time(edge.invalid_at) or parse_time(edge.expired_at),
+                memory_id=source,
+            )
+            facts.append((edge.source_node_uuid, edge.target_node_uuid, fact))
+        graph = InMemoryGraph()
+        graph.load(user_id, {n.uuid: n.name for n in nodes if n.group_id == group and n.name}, facts)
+        return graph
+
+    async def facts_about(
+        self, entity: str, *, user_id: str, as_of: datetime | None, history: bool, limit: int
+    ) -> list[Fact]:
+        graph = await self._graph(user_id)
+        found: list[Fact] = await graph.facts_about(entity, user_id=user_id, as_of=as_of, history=history, limit=limit)
+        return found
+
+    async def related(
+        self, entity: str, *, user_id: str, depth: int, as_of: datetime | None, limit: int
+    ) -> list[Related]:
+        graph = await self._graph(user_id)
+        found: list[Related] = await graph.related(entity, user_id=user_id, depth=depth, as_of=as_of, limit=limit)
+        return found
+
+    async def paths(
+        self, source: str, target: str, *, user_id: str, max_depth: int, as_of: datetime | None, limit: int
+    ) -> list[list[Fact]]:
+        graph = await self._graph(user_id)
+        found: list[list[Fact]] = await graph.paths(
+            source, target, user_id=user_id, max_depth=max_depth, as_of=as_of, limit=limit
+        )
+        return found
+
+
+def GraphitiGraph(memory: GuardedMemory) -> KnowledgeGraph:
+    """Read Graphiti's own facts as an entity graph: ``facts_about``, ``related`` and ``paths`` (no writes).
+
+    ``GraphitiMemory`` does not declare the ``graph`` capability (Graphiti writes
+    its facts itself, so ``KnowledgeGraph(memory)`` is refused); this read-only
+    view maps Graphiti's edges and their ``valid_at``/``invalid_at`` onto
+    :class:`~memoryport.Fact` (see :class:`GraphitiGraphPort`). Use it with
+    ``GraphitiMemory(extract=True)``, whose texts become Graphiti facts; the scope
+    rule is the graph's: ``MemoryScope(user_id=...)``, one Graphiti group.
+
+    Example:
+        >>> memory = GraphitiMemory(graphiti, extract=True)  # doctest: +SKIP
+        >>> graph = GraphitiGraph(memory)  # doctest: +SKIP
+        >>> [f.object for f in await graph.facts_about("Ann", scope=ann)]  # doctest: +SKIP
+        ['Lisbon']
+    """
+    if not isinstance(memory, GuardedMemory) or not isinstance(memory.store, GraphitiStore):
+        raise UsageError("GraphitiGraph() takes a GraphitiMemory(...)")
+    return KnowledgeGraph(GraphitiGraphPort(memory.store), backend="graphiti")

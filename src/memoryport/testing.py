@@ -236,6 +236,25 @@ class InMemoryGraph:
     def __repr__(self) -> str:
         return f"InMemoryGraph(users={len(self.users)})"
 
+    def load(self, user_id: str, entities: Mapping[str, str], facts: Iterable[tuple[str, str, Fact]]) -> None:
+        """Replace ``user_id``'s graph with one read elsewhere (an adapter walking another store's graph).
+
+        ``entities`` maps each entity's key in that store to its name; entities whose
+        names match (:func:`~memoryport.normalise_name`) become one. ``facts`` are
+        ``(subject key, object key, fact)``; a fact naming an unknown key is skipped.
+        """
+        g = _UserGraph()
+        by_key: dict[str, int] = {}
+        for key, name in entities.items():
+            by_key[key] = self._ensure(g, name)
+        for subject, obj, fact in facts:
+            if subject in by_key and obj in by_key:
+                n = next(self._ids)
+                names = {"subject": g.names[by_key[subject]], "object": g.names[by_key[obj]]}
+                g.facts[n] = fact.model_copy(update=names)
+                g.ends[n] = (by_key[subject], by_key[obj])
+        self.users[user_id] = g
+
     def _ensure(self, g: _UserGraph, name: str) -> int:
         eid = g.aliases.get(normalise_name(name))
         if eid is None:

@@ -16,7 +16,15 @@ pytest.importorskip("kuzu")
 import itertools
 
 from benchmarks.graphiti_kuzu import FailingEmbedder, RaisingLLM, ScriptedLLM, kuzu_graphiti
-from memoryport import BackendError, GuardedMemory, MemoryRecord, MemoryScope, UnsupportedCapability
+from memoryport import (
+    BackendError,
+    GuardedMemory,
+    MemoryRecord,
+    MemoryScope,
+    NewFact,
+    UnsupportedCapability,
+    UsageError,
+)
 from memoryport.adapters.graphiti import GraphitiMemory, GraphitiStore, group_id_for
 
 pytestmark = pytest.mark.anyio
@@ -276,3 +284,57 @@ class TestGraphitiContract(MemoryContract):
         yield memory
         await memory.aclose()
         assert llm.calls == [], "the default (verbatim) path must never call the LLM"
+
+
+async def test_graphitis_own_facts_read_as_an_entity_graph() -> None:
+    """GraphitiGraph: Graphiti's extracted edges as facts (valid_at/invalid_at), read-only, per user, erased."""
+    from memoryport import KnowledgeGraph
+    from memoryport.adapters.graphiti import GraphitiGraph
+
+    llm = ScriptedLLM(
+        {
+            "Lisbon": [("Ann", "Lisbon", "LIVES_IN", "Ann lives in Lisbon")],
+            "Oslo": [("Ben", "Oslo", "LIVES_IN", "Ben lives in Oslo")],
+        }
+    )
+    memory = GraphitiMemory(await kuzu_graphiti(llm), extract=True)
+    ann, ben = MemoryScope(user_id="ann"), MemoryScope(user_id="ben")
+    [rid] = await memory.add([rec("ann", "Ann moved to Lisbon.", id="r-1")])
+    await memory.add([rec("ben", "Ben moved to Oslo.", id="r-2")])
+    graph = GraphitiGraph(memory)
+    [fact] = await graph.facts_about("ann", scope=ann)
+    assert (fact.subject, fact.relation, fact.object, fact.memory_id) == ("Ann", "lives_in", "Lisbon", rid)
+    assert [(r.entity, r.depth) for r in await graph.related("Lisbon", scope=ann)] == [("Ann", 1)]
+    assert await graph.facts_about("Ann", scope=ben) == [] and await graph.facts_about("Oslo", scope=ann) == []
+    assert [len(p) for p in await graph.paths("Ann", "Lisbon", scope=ann)] == [1]
+
+    # Graphiti's invalid_at closes the fact: current reads drop it, as-of reads still see it.
+    store = memory.store
+    group = store.group_id(ann)
+    [edge] = [e for e in await store._sdk.edges.EntityEdge.get_by_group_ids(store.client.driver, [group])]
+    began = fact.valid_from
+    edge.invalid_at = began + timedelta(days=30)
+    await edge.save(store.client.driver)
+    assert await graph.facts_about("Ann", scope=ann) == []
+    [then] = await graph.facts_about("Ann", scope=ann, as_of=began + timedelta(days=1))
+    assert then.valid_to == began + timedelta(days=30)
+
+    with pytest.raises(UnsupportedCapability, match="Graphiti writes"):
+        await graph.add_facts([NewFact(subject="Ann", relation="likes", object="Tea")], scope=ann)
+    with pytest.raises(UnsupportedCapability):
+        await graph.add_entity("Ann", scope=ann)
+    with pytest.raises(UnsupportedCapability):
+        KnowledgeGraph(memory)  # the memory does not declare the graph capability
+    await memory.delete(scope=ann)
+    assert await graph.facts_about("Ann", scope=ann, history=True) == []
+    assert len(await graph.facts_about("Ben", scope=ben)) == 1
+    await memory.aclose()
+
+
+async def test_verbatim_texts_are_not_entity_facts(graphiti_memory: GuardedMemory[GraphitiStore]) -> None:
+    from memoryport.adapters.graphiti import GraphitiGraph
+
+    await graphiti_memory.add([rec("ann", "Ann likes green tea")])
+    assert await GraphitiGraph(graphiti_memory).related("ann", scope=MemoryScope(user_id="ann")) == []
+    with pytest.raises(UsageError):
+        GraphitiGraph(object())  # type: ignore[arg-type]
