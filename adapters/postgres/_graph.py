@@ -88,6 +88,7 @@ class PostgresGraphStore:
         """A transaction of one user's graph: ``memoryport.tenant`` set for row-level security."""
         async with conn.transaction():
             cur = conn.cursor()
+            # Separate statements: reads run in pipeline mode, where they go out without waiting.
             if read_only:
                 await cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             else:
@@ -278,16 +279,17 @@ class PostgresGraphStore:
     ) -> list[Fact]:
         async def read(conn: AsyncConnection[Any]) -> list[Fact]:
             async with self._tx(conn, user_id, read_only=True) as cur:
-                eid = await self._find(cur, user_id, entity)
-                if eid is None:
-                    return []
                 valid, params = ("TRUE", []) if history else _valid(as_of)
+                # The name's entity, its facts either way (two index lookups) and their names: one statement.
                 await cur.execute(
-                    self._FACT_SQL.format(s=self._s)
-                    + f" WHERE f.fid IN (SELECT fid FROM {self._s}.graph_facts WHERE user_id = %s AND subject = %s "
-                    f"UNION ALL SELECT fid FROM {self._s}.graph_facts WHERE user_id = %s AND object = %s) AND {valid} "
-                    "ORDER BY f.valid_from, f.fid LIMIT %s",
-                    [user_id, eid, user_id, eid, *params, limit],
+                    f"WITH e AS (SELECT eid FROM {self._s}.graph_aliases WHERE user_id = %s AND key = %s) "
+                    + self._FACT_SQL.format(s=self._s)
+                    + f" WHERE f.fid IN (SELECT g.fid FROM {self._s}.graph_facts g JOIN e ON g.subject = e.eid "
+                    "WHERE g.user_id = %s "
+                    f"UNION ALL SELECT g.fid FROM {self._s}.graph_facts g JOIN e ON g.object = e.eid "
+                    "WHERE g.user_id = %s) "
+                    f"AND {valid} ORDER BY f.valid_from, f.fid LIMIT %s",
+                    [user_id, normalise_name(entity), user_id, user_id, *params, limit],
                 )
                 return [self._fact(r) for r in await cur.fetchall()]
 
@@ -309,36 +311,39 @@ class PostgresGraphStore:
     ) -> list[Related]:
         async def read(conn: AsyncConnection[Any]) -> list[Related]:
             async with self._tx(conn, user_id, read_only=True) as cur:
-                start = await self._find(cur, user_id, entity)
-                if start is None:
-                    return []
                 steps, vp = self._steps("w", as_of)
                 valid, hp = _valid(as_of)
                 # The walk keeps (entity, depth) pairs only: UNION drops a pair reached again, so each
                 # entity is expanded at most once per depth and the bound ends every cycle. The fact of
-                # the last hop is then picked among those linking an entity to one a level nearer.
+                # the last hop is then picked among those linking an entity to one a level nearer; the
+                # start's lookup and the names come in the same statement (one round trip).
+                s = self._s
                 await cur.execute(
-                    f"""WITH RECURSIVE walk(eid, depth) AS (
-                        SELECT %s::bigint, 0
+                    f"""WITH RECURSIVE st AS (SELECT eid FROM {s}.graph_aliases WHERE user_id = %s AND key = %s),
+                    walk(eid, depth) AS (
+                        SELECT eid, 0 FROM st
                         UNION
                         SELECT e.other, w.depth + 1 FROM walk w CROSS JOIN LATERAL ({steps}) e WHERE w.depth < %s
-                    ), best AS (SELECT eid, min(depth) AS depth FROM walk GROUP BY eid)
-                    SELECT b.eid, b.depth, h.fid FROM best b CROSS JOIN LATERAL (
-                        SELECT f.fid FROM {self._s}.graph_facts f JOIN best p ON p.eid = f.subject
-                            WHERE f.user_id = %s AND f.object = b.eid AND p.depth = b.depth - 1 AND {valid}
-                        UNION ALL
-                        SELECT f.fid FROM {self._s}.graph_facts f JOIN best p ON p.eid = f.object
-                            WHERE f.user_id = %s AND f.subject = b.eid AND p.depth = b.depth - 1 AND {valid}
-                        ORDER BY 1 LIMIT 1) h
-                    WHERE b.eid <> %s ORDER BY b.depth, b.eid LIMIT %s""",
-                    [start, user_id, *vp, user_id, *vp, depth, user_id, *hp, user_id, *hp, start, limit],
-                )
-                rows = await cur.fetchall()
-                facts = await self._facts_by_fid(cur, [int(r[2]) for r in rows])
-                names = await self._names(cur, [int(r[0]) for r in rows])
+                    ), best AS (SELECT eid, min(depth) AS depth FROM walk GROUP BY eid),
+                    top AS (
+                        SELECT b.eid, b.depth, h.fid FROM best b CROSS JOIN LATERAL (
+                            SELECT f.fid FROM {s}.graph_facts f JOIN best p ON p.eid = f.subject
+                                WHERE f.user_id = %s AND f.object = b.eid AND p.depth = b.depth - 1 AND {valid}
+                            UNION ALL
+                            SELECT f.fid FROM {s}.graph_facts f JOIN best p ON p.eid = f.object
+                                WHERE f.user_id = %s AND f.subject = b.eid AND p.depth = b.depth - 1 AND {valid}
+                            ORDER BY 1 LIMIT 1) h
+                        WHERE b.depth > 0 ORDER BY b.depth, b.eid LIMIT %s)
+                    SELECT f.id, fs.name, f.relation, fo.name, f.valid_from, f.valid_to, f.memory_id, n.name, top.depth
+                    FROM top JOIN {s}.graph_entities n ON n.eid = top.eid JOIN {s}.graph_facts f ON f.fid = top.fid
+                    JOIN {s}.graph_entities fs ON fs.eid = f.subject JOIN {s}.graph_entities fo ON fo.eid = f.object
+                    ORDER BY top.depth, top.eid""",
+                    [user_id, normalise_name(entity), user_id, *vp, user_id, *vp, depth, user_id, *hp, user_id, *hp,
+                     limit],
+                )  # fmt: skip
                 return [
-                    Related.model_construct(entity=names[int(r[0])], depth=int(r[1]), fact=facts[int(r[2])])
-                    for r in rows
+                    Related.model_construct(entity=str(r[7]), depth=int(r[8]), fact=self._fact(r))
+                    for r in await cur.fetchall()
                 ]
 
         return await self._store.read("graph related", read)
