@@ -136,7 +136,7 @@ async def test_reads_and_writes_survive_lost_connections(pg: Server) -> None:
         await memory.aclose()
 
 
-async def test_a_host_pool_without_checks_retries_reads(pg: Server) -> None:
+async def test_a_host_pool_without_checks_retries_reads_and_writes(pg: Server) -> None:
     from psycopg_pool import AsyncConnectionPool
 
     pool = AsyncConnectionPool(pg.app_dsn, min_size=1, max_size=2, open=False)
@@ -146,6 +146,10 @@ async def test_a_host_pool_without_checks_retries_reads(pg: Server) -> None:
     await memory.add([MemoryRecord(scope=ann, text="ann likes tea")])
     assert await _terminate_app_backends(pg) >= 1
     assert [r.text for r in await memory.export(ann)] == ["ann likes tea"]
+    # Writes too: the dead connections met are dropped (the pool is checked) and the add is redone.
+    assert await _terminate_app_backends(pg) >= 1
+    await memory.add([MemoryRecord(scope=ann, text="ann likes cake")])
+    assert sorted(r.text for r in await memory.export(ann)) == ["ann likes cake", "ann likes tea"]
     await memory.aclose()
     assert not pool.closed  # the host's pool is the host's to close
     await pool.close()
