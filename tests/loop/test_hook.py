@@ -246,3 +246,31 @@ async def test_memory_context_tool_for_mcp_hosts() -> None:
     assert result["turn"].startswith('<memory-context part="turn">')
     sneaky = await tools.dispatch("memory_context", {"message": "x", "user_id": "ben"}, ToolContext(user_id="ann"))
     assert sneaky["error"]["code"] == "invalid_arguments"
+
+
+async def test_after_turn_with_the_memory_extractor_and_a_scripted_model(memory: GuardedMemory) -> None:
+    """The extract helper's MemoryExtractor is an Extractor: a scripted model's ADD lands in the next prefix."""
+    from memoryport import CallableModel
+    from memoryport.extraction import MemoryExtractor
+
+    agent = AgentMemory(memory)
+    calls: list[list[dict[str, str]]] = []
+
+    def model(messages: list[dict[str, str]]) -> dict[str, Any]:
+        calls.append(messages)
+        return {"decisions": [{"action": "ADD", "text": "Ann plays the cello every Sunday", "kind": "fact",
+                               "confidence": 0.9}]}
+
+    extractor = MemoryExtractor(agent, CallableModel(model, name="scripted"))
+    assert isinstance(extractor, Extractor)
+    hook = AutoRecall(agent)
+    messages = [
+        {"role": "user", "content": "On Sundays I always play the cello with my quartet, it is the best part of "
+                                    "my week and I would never miss it for anything"},
+        {"role": "assistant", "content": "That sounds lovely, a quartet every Sunday!"},
+    ]
+    done = await hook.after_turn(messages, scope=CHAT, extractor=extractor)
+    assert done.extraction == "done" and getattr(done.extracted, "status", None) == "applied"
+    assert len(calls) == 1 and "memory-context" not in json.dumps(calls[0])
+    prefix = (await hook.before_turn([{"role": "user", "content": "plans for Sunday?"}], scope=CHAT)).prefix
+    assert '"Ann plays the cello every Sunday"' in prefix.text
