@@ -1,5 +1,9 @@
 """Prompt context: a stable prefix (byte-identical while memory is unchanged) and a per-turn block, both quoted data.
 
+(Over 500 lines: the policy, the quoting and the two blocks share one renderer
+and one way of listing the most important memories; the next split is the
+listing (``_top``/``_many``) into a module of its own.)
+
 The prefix goes at the end of the system prompt: while nothing in memory
 changes it stays byte-identical, so a model server can reuse its KV cache. The
 per-turn block (current time, due and overdue reminders, the memories most
