@@ -176,6 +176,7 @@ def test_capabilities_are_declared_truthfully(db_path: str, driver: str) -> None
         Capability.COUNT,
         Capability.TIME_RANGE,
         Capability.FILTER_OPERATORS,
+        Capability.GRAPH,
     }
     assert plain.capabilities == base
     plain.close()
