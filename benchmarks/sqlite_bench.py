@@ -312,15 +312,68 @@ async def fill(memory: GuardedMemory[SQLiteStore], chunks: Iterator[list[MemoryR
         await memory.add(chunk)
 
 
-async def bench_tenant(corpus: Corpus, mine_n: int, others: int, queries: int, folder: Path) -> list[list[Any]]:
+async def bench_tenant(
+    corpus: Corpus, mine_n: int, others: int, queries: int, folder: Path, reps: int = 1, keep: Path | None = None
+) -> list[list[Any]]:
+    """One user's records alone and among ``others``; ``keep``: build the two files there once, reuse them after."""
+    if keep is not None:
+        folder = keep
+        folder.mkdir(parents=True, exist_ok=True)
+    alone_path, shared_path = folder / "tenant-alone.db", folder / "tenant-shared.db"
+    saved = folder / "tenant-queries.json"
+    me = MemoryScope(user_id="me")
+    embedder = LookupEmbedder()
+    if keep is not None and saved.exists():
+        kept = json.loads(saved.read_text())
+        if (kept["mine"], kept["others"]) != (mine_n, others) or len(kept["queries"]) < queries:
+            raise SystemExit(f"{folder} holds a tenant test of other sizes; use another --keep folder")
+        qtexts = kept["queries"][:queries]
+        embedder.put(qtexts, np.asarray(kept["vectors"][:queries], dtype=np.float32))
+    else:
+        for path in (alone_path, shared_path):
+            remove(path)
+        qtexts = await build_tenant(corpus, embedder, mine_n, others, queries, alone_path, shared_path, me)
+        if keep is not None:
+            vectors = [embedder.table[q].tolist() for q in qtexts]
+            saved.write_text(json.dumps({"mine": mine_n, "others": others, "queries": qtexts, "vectors": vectors}))
+    modes = {}
+    for label, path in (("alone", alone_path), ("shared", shared_path)):
+        for mode in ("keyword", "vector", "hybrid"):
+            modes[(label, mode)] = SQLiteMemory(path, embedder=embedder, search_mode=mode)
+            await modes[(label, mode)].search(qtexts[0], scope=me, k=K)  # warm the vector cache
+    methods: dict[str, Callable[[int], Any]] = {
+        f"{mode}|{label}": (lambda i, m=m: m.search(qtexts[i], scope=me, k=K)) for (label, mode), m in modes.items()
+    }
+    # Interleaved query by query, repeated: every figure is a median over reps x queries.
+    times: dict[str, list[float]] = {name: [] for name in methods}
+    for _ in range(reps):
+        for name, samples in (await interleaved(methods, queries)).items():
+            times[name] += samples
+    for m in modes.values():
+        await m.aclose()
+    rows = []
+    for mode in ("keyword", "vector", "hybrid"):
+        a, s = median_ms(times[f"{mode}|alone"]), median_ms(times[f"{mode}|shared"])
+        rows.append([mode, mine_n, others, a, s, s / a])
+    return rows
+
+
+async def build_tenant(
+    corpus: Corpus,
+    embedder: LookupEmbedder,
+    mine_n: int,
+    others: int,
+    queries: int,
+    alone_path: Path,
+    shared_path: Path,
+    me: MemoryScope,
+) -> list[str]:
+    """Write the tenant test's two files; return the queries (their vectors are in ``embedder``)."""
     texts = corpus.texts(mine_n)
     vectors = corpus.vectors(mine_n)
-    embedder = LookupEmbedder()
     embedder.put(texts, vectors)
     qtexts = [corpus.query(texts[corpus.rng.randrange(mine_n)]) for _ in range(queries)]
     embedder.put(qtexts, corpus.vectors(queries))
-    me = MemoryScope(user_id="me")
-    alone_path, shared_path = folder / "tenant-alone.db", folder / "tenant-shared.db"
     alone = SQLiteMemory(alone_path, embedder=embedder)
     await alone.add(records(lambda i: me, texts))
     shared = SQLiteMemory(shared_path, embedder=embedder)
@@ -341,24 +394,10 @@ async def bench_tenant(corpus: Corpus, mine_n: int, others: int, queries: int, f
         at += n
     for i in range(pos, len(mine), BATCH):
         await shared.add(mine[i : i + BATCH])
-    modes = {}
-    for label, path in (("alone", alone_path), ("shared", shared_path)):
-        for mode in ("keyword", "vector", "hybrid"):
-            modes[(label, mode)] = SQLiteMemory(path, embedder=embedder, search_mode=mode)
-            await modes[(label, mode)].search(qtexts[0], scope=me, k=K)  # warm the vector cache
     await alone.aclose()
     await shared.aclose()
-    methods: dict[str, Callable[[int], Any]] = {
-        f"{mode}|{label}": (lambda i, m=m: m.search(qtexts[i], scope=me, k=K)) for (label, mode), m in modes.items()
-    }
-    times = await interleaved(methods, queries)
-    for m in modes.values():
-        await m.aclose()
-    rows = []
-    for mode in ("keyword", "vector", "hybrid"):
-        a, s = median_ms(times[f"{mode}|alone"]), median_ms(times[f"{mode}|shared"])
-        rows.append([mode, mine_n, others, a, s, s / a])
-    return rows
+    embedder.table = {t: embedder.table[t] for t in qtexts}
+    return qtexts
 
 
 def remove(path: Path) -> None:
@@ -386,6 +425,8 @@ async def main(argv: Sequence[str] | None = None) -> str:
     parser.add_argument("--tenant-others", type=int, default=100_000)
     parser.add_argument("--tenant-mine", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=60)
+    parser.add_argument("--reps", type=int, default=1, help="tenant test: interleaved passes over the queries")
+    parser.add_argument("--keep", default=None, help="tenant test: build its files in this folder once, reuse them")
     parser.add_argument("--runs", type=int, default=3, help="add-throughput runs per kind")
     parser.add_argument("--vec0-max", type=int, default=100_000, help="largest size compared with sqlite-vec")
     parser.add_argument("--only", choices=["add", "search", "tenant"], nargs="+", default=["add", "search", "tenant"])
@@ -422,10 +463,13 @@ async def main(argv: Sequence[str] | None = None) -> str:
         if "search" in args.only:
             await search_section(args, corpus, folder, emit)
         if "tenant" in args.only:
-            rows = await bench_tenant(corpus, args.tenant_mine, args.tenant_others, args.queries, folder)
+            keep = Path(args.keep) if args.keep else None
+            rows = await bench_tenant(
+                corpus, args.tenant_mine, args.tenant_others, args.queries, folder, args.reps, keep
+            )
             emit(
                 f"\n### Tenant test: one user's {args.tenant_mine:,} records alone vs among "
-                f"{args.tenant_others:,} others' (k={K})\n"
+                f"{args.tenant_others:,} others' (k={K}, {args.queries} queries x {args.reps} interleaved passes)\n"
             )
             emit(table(["mode", "my records", "other records", "alone ms", "shared ms", "ratio"], rows))
     finally:

@@ -20,12 +20,21 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from ._rows import Conn, tenant_token
+from ._rows import Conn, fts_rowid, tenant_token
 
 if TYPE_CHECKING:
     from ._connection import Database
 
-__all__ = ["checkpoint", "checkpoint_wal", "erase_rows", "erase_stage", "expired_rows", "finish_erasure", "mark_erased"]
+__all__ = [
+    "checkpoint",
+    "checkpoint_wal",
+    "erase_rows",
+    "erase_stage",
+    "expired_rows",
+    "finish_erasure",
+    "fts_slots",
+    "mark_erased",
+]
 
 logger = logging.getLogger("memoryport")
 
@@ -41,9 +50,10 @@ def erase_rows(conn: Conn, rows: Sequence[Row], *, keyword_index: str, fts_secur
     for _, _, user in rows:
         tenants[tenant_token(user)] -= 1
     if keyword_index == "fts5":
+        slots = fts_slots(conn, [tenant_token(user) for _, _, user in rows])
         conn.executemany(
             "INSERT INTO records_fts(records_fts, rowid, body, tenant) VALUES ('delete', ?, ?, ?)",
-            [(rid, text, tenant_token(user)) for rid, text, user in rows],
+            [(fts_rowid(slots[tenant_token(user)], rid), text, tenant_token(user)) for rid, text, user in rows],
         )
     rids = [(rid,) for rid, _, _ in rows]
     conn.executemany("DELETE FROM vectors WHERE rid = ?", rids)
@@ -55,6 +65,15 @@ def erase_rows(conn: Conn, rows: Sequence[Row], *, keyword_index: str, fts_secur
         # zeroed by PRAGMA secure_delete).
         conn.execute("INSERT INTO records_fts(records_fts) VALUES ('optimize')")
     return tenants
+
+
+def fts_slots(conn: Conn, tenants: Iterable[str]) -> dict[str, int]:
+    """The slots (see ``_rows.fts_rowid``) of tenants that have records: read, never assigned."""
+    slots: dict[str, int] = {}
+    for tenant in set(tenants):
+        row = conn.execute("SELECT slot FROM generations WHERE tenant = ?", (tenant,)).fetchone()
+        slots[tenant] = 0 if row is None or row[0] is None else int(row[0])
+    return slots
 
 
 def expired_rows(conn: Conn, now: int, *, users: Iterable[str | None] | None, cutoff: int | None) -> list[Row]:

@@ -10,6 +10,7 @@ import functools
 import heapq
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from memoryport import ranking
@@ -17,9 +18,10 @@ from memoryport._records import MemoryScope
 from memoryport.storekit import chunks
 
 from ._fts import like_patterns, match_expression
-from ._rows import Cond, Conn, filter_sql, scope_sql, tenant_token
+from ._rows import Cond, Conn, filter_sql, scope_sql, slot_span, tenant_token
+from ._where import Where, where_sql
 
-__all__ = ["bm25_file", "bm25_per_user", "doc_sizes", "keyword_ranking", "varint"]
+__all__ = ["Span", "bm25_file", "bm25_per_user", "doc_sizes", "keyword_ranking", "varint"]
 
 
 def varint(blob: bytes) -> int:
@@ -34,12 +36,13 @@ def varint(blob: bytes) -> int:
     return value
 
 
-def doc_sizes(conn: Conn, rids: Sequence[int]) -> dict[int, int]:
-    """Words in each record's text, from FTS5's own ``docsize`` table."""
+def doc_sizes(conn: Conn, rids: Sequence[int], base: int = 0) -> dict[int, int]:
+    """Words in each record's text, from FTS5's own ``docsize`` table (FTS5 rowid = ``base`` + rid)."""
     sizes: dict[int, int] = {}
     for chunk in chunks(rids):
         for rid, blob in conn.execute(
-            f"SELECT id, sz FROM records_fts_docsize WHERE id IN ({','.join('?' * len(chunk))})", chunk
+            f"SELECT id - ?, sz FROM records_fts_docsize WHERE id IN ({','.join('?' * len(chunk))})",
+            [base, *(base + rid for rid in chunk)],
         ):
             sizes[int(rid)] = varint(bytes(blob))
     return sizes
@@ -62,20 +65,26 @@ def keyword_ranking(
         expression = match_expression(query)
         if expression is None:
             return []
-        # The tenant token confines the FTS5 scan to this user's postings, so
-        # other users' records cost (almost) nothing. When the user holds most
-        # of the file it only adds work (4 of 7 ms at 100k): leave it out.
         tenant = tenant_token(scope.user_id)
         row = conn.execute(
-            "SELECT g.n, m.value FROM generations g, meta m WHERE g.tenant = ? AND m.key = 'records'", (tenant,)
+            "SELECT g.n, g.slot, m.value FROM generations g, meta m WHERE g.tenant = ? AND m.key = 'records'",
+            (tenant,),
         ).fetchone()
         if row is None:
             return []
-        mine, total = int(row[0]), int(row[1])
+        mine, slot, total = int(row[0]), int(row[1] or 0), int(row[2])
+        # The user's records are the FTS5 rowids of its slot (see _rows.fts_rowid):
+        # only their postings are read, however many other users share the file.
+        span = Span(slot, tenant)
         check = functools.partial(_check_rows, conn, where, params, live, fsql, fparams, now)
         if 2 * mine < total:
-            return bm25_per_user(conn, ranking.query_terms(query), tenant, mine, limit, check)
-        return bm25_file(conn, f"body : ({expression})", limit, check)
+            return bm25_per_user(conn, ranking.query_terms(query), span, mine, limit, check)
+        checked = functools.partial(_ranked_checked, conn, where, params, live, fsql, fparams, now)
+        times = _time_bounds(conn, where, params, filters)
+        # With filters, a session or an agent, take more of the best first: checking
+        # them costs little next to scoring every match again in the checked pass.
+        inner = limit + 32 if not filters and scope.session_id is None and scope.agent_id is None else 8 * (limit + 32)
+        return bm25_file(conn, f"body : ({expression})", limit, check, checked, span.narrowed(times), inner)
 
     patterns = like_patterns(query)
     if not patterns:
@@ -119,31 +128,124 @@ def _check_rows(
     return keep
 
 
+@dataclass(frozen=True)
+class Span:
+    """The FTS5 rowids of one user's records: its slot's range (slot 0: shared, the tenant token tells)."""
+
+    slot: int
+    tenant: str
+    lo: int = -1
+    hi: int = -1
+
+    def __post_init__(self) -> None:
+        if self.lo < 0:
+            lo, hi = slot_span(self.slot)
+            object.__setattr__(self, "lo", lo)
+            object.__setattr__(self, "hi", hi)
+
+    @property
+    def base(self) -> int:
+        """What to subtract from an FTS5 rowid for the record's rid."""
+        return slot_span(self.slot)[0]
+
+    def narrowed(self, rids: tuple[int, int] | None) -> Span:
+        """The span of the records from rid ``rids[0]`` to ``rids[1]`` (a time range's), or this one."""
+        if rids is None:
+            return self
+        lo, hi = max(self.lo, self.base + rids[0]), min(self.hi, self.base + rids[1])
+        return Span(self.slot, self.tenant, lo, hi) if lo <= hi else Span(self.slot, self.tenant, 1, 0)
+
+    def term(self, phrase: str) -> str:
+        """A MATCH for one quoted word in the body, of this user where the slot is shared."""
+        return f'tenant : "{self.tenant}" AND body : {phrase}' if self.slot == 0 else f"body : {phrase}"
+
+
 def bm25_file(
-    conn: Conn, match: str, limit: int, check: Callable[[Sequence[int]], set[int]]
+    conn: Conn,
+    match: str,
+    limit: int,
+    check: Callable[[Sequence[int]], set[int]],
+    checked: Callable[[str, int, Span], list[tuple[int, float]]],
+    span: Span,
+    inner: int | None = None,
 ) -> list[tuple[int, float]]:
-    """FTS5's own BM25: right when the user holds most of the file (its IDF is then the user's)."""
+    """FTS5's own BM25: right when the user holds most of the file (its IDF is then the user's).
+
+    Only the postings in ``span`` are scored: the ``inner`` best (default
+    ``limit + 32``) are checked first; if too few pass, ``checked(match,
+    limit, span)`` ranks just the rows that pass scope, expiry and filters, in one pass.
+    """
+    if span.lo > span.hi:
+        return []
+    if (span.lo, span.hi) != slot_span(span.slot):
+        # A narrow time range: FTS5 scores only the rowids it can reach.
+        return checked(match, limit, span)
     # Take FTS5's best rows first, then check scope, expiry and filters on
     # just those: joining every match to `records` before sorting costs a
-    # row lookup per match (47 vs 32 ms at 100k). Widen while rows fail.
-    inner = limit + 32
-    while True:
-        ranked = conn.execute(
-            "SELECT rowid, bm25(records_fts, 1.0, 0.0) AS score FROM records_fts "
-            "WHERE records_fts MATCH ? ORDER BY score LIMIT ?",
-            (match, inner),
-        ).fetchall()
-        keep = check([rid for rid, _ in ranked])
-        hits = [(int(rid), -float(score)) for rid, score in ranked if rid in keep][:limit]
-        if len(hits) >= limit or len(ranked) < inner or inner < 0:
-            return hits
-        inner = inner * 8 if inner < 20_000 else -1  # -1: no limit
+    # row lookup per match (47 vs 32 ms at 100k).
+    inner = inner or limit + 32
+    ranked = conn.execute(
+        "SELECT rowid - ?, bm25(records_fts, 1.0, 0.0) AS score FROM records_fts "
+        "WHERE records_fts MATCH ? AND rowid BETWEEN ? AND ? ORDER BY score LIMIT ?",
+        (span.base, match, span.lo, span.hi, inner),
+    ).fetchall()
+    keep = check([rid for rid, _ in ranked])
+    hits = [(int(rid), -float(score)) for rid, score in ranked if rid in keep][:limit]
+    if len(hits) >= limit or len(ranked) < inner:
+        return hits
+    # Too many of the best failed (a selective filter, session or agent):
+    # rank the rows that pass, in one pass, instead of ranking again wider.
+    return checked(match, limit, span)
+
+
+# Up to this many records in a time range, their rid span bounds the FTS5 scan.
+TIME_BOUNDS_MAX = 4096
+
+
+def _time_bounds(conn: Conn, where: str, params: list[Any], filters: Cond) -> tuple[int, int] | None:
+    """(first, last) rid of the scope's records in the filters' time range, when it holds few (else None)."""
+    if not isinstance(filters, Where) or (filters.since is None and filters.until is None):
+        return None
+    tsql, tparams = where_sql(Where(since=filters.since, until=filters.until))
+    row = conn.execute(
+        f"SELECT min(rid), max(rid), count(*) FROM (SELECT r.rid AS rid FROM records r WHERE {where}{tsql} LIMIT ?)",
+        [*params, *tparams, TIME_BOUNDS_MAX + 1],
+    ).fetchone()
+    if row is None or row[2] > TIME_BOUNDS_MAX:
+        return None
+    if not row[2]:
+        return (1, 0)  # nothing in range: an empty span
+    return int(row[0]), int(row[1])
+
+
+def _ranked_checked(
+    conn: Conn,
+    where: str,
+    params: list[Any],
+    live: str,
+    fsql: str,
+    fparams: list[Any],
+    now: int,
+    match: str,
+    limit: int,
+    span: Span,
+) -> list[tuple[int, float]]:
+    """FTS5's BM25 over the matches in scope, alive and passing the filters: one pass, best first."""
+    # CROSS JOIN keeps FTS5 outermost; NOT INDEXED: each match looked up by rid.
+    rows = conn.execute(
+        "SELECT r.rid, bm25(records_fts, 1.0, 0.0) AS score FROM records_fts "
+        "CROSS JOIN records r NOT INDEXED "
+        "WHERE records_fts MATCH ? AND records_fts.rowid BETWEEN ? AND ? AND r.rid = records_fts.rowid - ? "
+        f"AND {where} AND {live}{fsql} ORDER BY score LIMIT ?",
+        [match, span.lo, span.hi, span.base, *params, now, *fparams, limit],
+    ).fetchall()
+    return [(int(rid), -float(score)) for rid, score in rows]
 
 
 def bm25_per_user(
     conn: Conn,
     terms: Sequence[str],
-    tenant: str,
+    span: Span,
     n_user: int,
     limit: int,
     check: Callable[[Sequence[int]], set[int]],
@@ -152,20 +254,18 @@ def bm25_per_user(
 
     FTS5's ``bm25()`` reads every posting of each query word in the whole file
     to count its documents (1.9 vs 7.8 ms for 10k records among 1M others).
-    Here each word's postings are read only within the user's tenant token
-    (FTS5 skips through the rest), the IDF is the user's own, and each word
-    is assumed to occur once per record (short memories).
+    Here each word's postings are read only within the user's slot (a rowid
+    range FTS5 seeks to), the IDF is the user's own, and each word is assumed
+    to occur once per record (short memories).
     """
     words: dict[int, float] = {}
     for term in terms:
         phrase = '"' + term.replace('"', '""') + '"'
-        rids = [
-            r[0]
-            for r in conn.execute(
-                "SELECT rowid FROM records_fts WHERE records_fts MATCH ?",
-                (f'tenant : "{tenant}" AND body : {phrase}',),
-            )
-        ]
+        found = conn.execute(
+            "SELECT json_group_array(rowid - ?) FROM records_fts WHERE records_fts MATCH ? AND rowid BETWEEN ? AND ?",
+            (span.base, span.term(phrase), span.lo, span.hi),
+        ).fetchone()
+        rids = json.loads(found[0]) if found and found[0] else []
         idf = ranking.bm25_idf(len(rids), n_user)
         for rid in rids:
             words[rid] = words.get(rid, 0.0) + idf
@@ -181,7 +281,7 @@ def bm25_per_user(
         done += len(part)
         keep = check([rid for rid, _ in part])
         part = [(rid, idf) for rid, idf in part if rid in keep]
-        sizes = doc_sizes(conn, [rid for rid, _ in part])
+        sizes = doc_sizes(conn, [rid for rid, _ in part], span.base)
         avg = sum(sizes.values()) / len(sizes) if sizes else 1.0
         hits.extend((rid, idf * ranking.bm25_length_factor(sizes.get(rid, 1), avg)) for rid, idf in part)
         if len(hits) >= limit or done >= len(words):

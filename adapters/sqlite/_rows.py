@@ -20,6 +20,8 @@ from ._where import Where, meta_row, where_sql
 __all__ = [
     "COLUMNS",
     "NEVER",
+    "RID_BITS",
+    "SLOT_MAX",
     "Cond",
     "Conn",
     "ScopeKey",
@@ -27,10 +29,12 @@ __all__ = [
     "dt",
     "expiry",
     "filter_sql",
+    "fts_rowid",
     "meta_row",
     "record_from_row",
     "scope_key",
     "scope_sql",
+    "slot_span",
     "tenant_token",
     "us",
 ]
@@ -68,6 +72,27 @@ def tenant_token(user_id: str | None) -> str:
     """The FTS5 token (and cache key) standing for a user: digits of a hash, never the id."""
     raw = b"\x00" if user_id is None else b"u" + user_id.encode("utf-8")
     return "t" + str(int.from_bytes(hashlib.sha256(b"memoryport-tenant\x00" + raw).digest()[:10], "big"))
+
+
+# A record's FTS5 rowid is its user's slot (a small number per user, kept in
+# `generations`) above its rid: each word's postings hold one user's records
+# together, so a search reads the user's postings only (a rowid range), however
+# many other users share the file. Slot 0 is the overflow beyond SLOT_MAX users
+# (searched through the tenant token, as before slots).
+RID_BITS = 40
+SLOT_MAX = (1 << (63 - RID_BITS)) - 1
+
+
+def fts_rowid(slot: int, rid: int) -> int:
+    """The FTS5 rowid of record ``rid`` of a user in ``slot``."""
+    if not 0 <= rid < 1 << RID_BITS:
+        raise ValueError(f"record rowid {rid} is beyond the keyword index's {RID_BITS} bits")
+    return (slot << RID_BITS) | rid
+
+
+def slot_span(slot: int) -> tuple[int, int]:
+    """The first and last FTS5 rowid of a slot."""
+    return slot << RID_BITS, (slot << RID_BITS) | ((1 << RID_BITS) - 1)
 
 
 def scope_sql(scope: MemoryScope, alias: str = "r") -> tuple[str, list[Any]]:

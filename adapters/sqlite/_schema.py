@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,11 +20,27 @@ from . import _erasure
 from ._connection import Database, is_busy
 from ._files import cannot_write, tighten
 from ._graph import GRAPH_DDL
-from ._rows import Conn
+from ._rows import SLOT_MAX, Conn, fts_rowid, tenant_token
 
-__all__ = ["FTS_DDL", "MIGRATIONS", "SCHEMA_VERSION", "SECURE_DELETE_FTS5", "bump", "meta_int", "open_file"]
+__all__ = [
+    "FTS_DDL",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "SECURE_DELETE_FTS5",
+    "SLOTS_VERSION",
+    "bump",
+    "meta_int",
+    "open_file",
+    "rekey_fts",
+    "tenant_slots",
+]
 
 logger = logging.getLogger("memoryport")
+
+SLOTS_DDL = (
+    "ALTER TABLE generations ADD COLUMN slot INTEGER",
+    "INSERT OR IGNORE INTO meta(key, value) VALUES ('slots', 0)",
+)
 
 # Each entry migrates the file from version i to i + 1, in one transaction.
 MIGRATIONS: list[tuple[str, ...]] = [
@@ -49,8 +65,10 @@ MIGRATIONS: list[tuple[str, ...]] = [
     ),
     ("ALTER TABLE records ADD COLUMN updated_at INTEGER",),
     GRAPH_DDL,
+    SLOTS_DDL,  # each user's slot: the high bits of its records' FTS5 rowids (rekey_fts re-keys older files)
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+SLOTS_VERSION = MIGRATIONS.index(SLOTS_DDL) + 1  # files below it get their FTS5 rowids re-keyed
 
 FTS_DDL = (
     "CREATE VIRTUAL TABLE records_fts USING fts5(body, tenant, content='', "
@@ -91,6 +109,54 @@ def bump(conn: Conn, deltas: Mapping[str, int]) -> tuple[int, dict[str, int]]:
     )
     conn.execute("UPDATE meta SET value = value + ? WHERE key = 'records'", (sum(deltas.values()),))
     return gen, old
+
+
+def tenant_slots(conn: Conn, tenants: Iterable[str]) -> dict[str, int]:
+    """Each tenant's slot (see :func:`~._rows.fts_rowid`), giving the next free one to a tenant without one.
+
+    A slot stays a tenant's while any of its records is in the file (its
+    ``generations`` row goes only with its last record); beyond
+    :data:`~._rows.SLOT_MAX` tenants, new ones share slot 0.
+    """
+    slots: dict[str, int] = {}
+    for tenant in sorted(set(tenants)):
+        row = conn.execute("SELECT slot FROM generations WHERE tenant = ?", (tenant,)).fetchone()
+        if row is not None and row[0] is not None:
+            slots[tenant] = int(row[0])
+            continue
+        taken = conn.execute(
+            "UPDATE meta SET value = value + 1 WHERE key = 'slots' AND value < ? RETURNING value", (SLOT_MAX,)
+        ).fetchone()
+        slot = 0 if taken is None else int(taken[0])
+        # gen -1 until bump() sets it in the same transaction (-1 reads as "no generation yet").
+        conn.execute(
+            "INSERT INTO generations(tenant, gen, n, slot) VALUES (?, -1, 0, ?) "
+            "ON CONFLICT(tenant) DO UPDATE SET slot = excluded.slot",
+            (tenant, slot),
+        )
+        slots[tenant] = slot
+    return slots
+
+
+def rekey_fts(conn: Conn) -> int:
+    """Give every user a slot and re-index every record under its FTS5 rowid (a file from before slots).
+
+    The index is emptied and filled again from ``records`` (the table is
+    contentless: the texts come from there); returns the records indexed.
+    """
+    users = [r[0] for r in conn.execute("SELECT user_id FROM records GROUP BY user_id ORDER BY min(rid)")]
+    slots = tenant_slots(conn, [tenant_token(u) for u in users])
+    conn.execute("INSERT INTO records_fts(records_fts) VALUES ('delete-all')")
+    done = 0
+    cursor = conn.execute("SELECT rid, text, user_id FROM records ORDER BY rid")
+    while rows := cursor.fetchmany(10_000):
+        batch = []
+        for rid, text, user in rows:
+            tenant = tenant_token(user)
+            batch.append((fts_rowid(slots[tenant], int(rid)), text, tenant))
+        conn.executemany("INSERT INTO records_fts(rowid, body, tenant) VALUES (?, ?, ?)", batch)
+        done += len(batch)
+    return done
 
 
 def open_file(
@@ -220,6 +286,9 @@ class _Opening:
             conn.execute("INSERT INTO meta(key, value) VALUES ('keyword_index', ?)", (kind,))
         else:
             kind = self._existing_index(conn, meta)
+            if kind == "fts5" and version < SLOTS_VERSION:
+                logger.warning("SQLite %s: re-indexing the keyword index by user (once, for this version)", db.name)
+                rekey_fts(conn)
         if kind == "fts5" and self.sqlite_version >= SECURE_DELETE_FTS5:
             conn.execute("INSERT INTO records_fts(records_fts, rank) VALUES ('secure-delete', 1)")
         self._check_embedder(conn, meta)

@@ -46,8 +46,8 @@ from ._erasure import erase_rows, expired_rows
 from ._files import create_file
 from ._graph import SQLiteGraphStore, erase_graph
 from ._reembed import reembed_file
-from ._rows import COLUMNS, Cond, Conn, filter_sql, record_from_row, scope_sql, tenant_token, us
-from ._schema import SCHEMA_VERSION, SECURE_DELETE_FTS5, bump, open_file
+from ._rows import COLUMNS, Cond, Conn, filter_sql, fts_rowid, record_from_row, scope_sql, tenant_token, us
+from ._schema import SCHEMA_VERSION, SECURE_DELETE_FTS5, bump, open_file, tenant_slots
 from ._search import recent, search_hits
 from ._update import update_records
 from ._vectors import F32, VectorCache, embed
@@ -257,7 +257,11 @@ class SQLiteStore:
                 if r.metadata:
                     metas.extend((base + i, *meta_row(k, v)) for k, v in r.metadata.items())
             if self.keyword_index == "fts5":
-                conn.executemany("INSERT INTO records_fts(rowid, body, tenant) VALUES (?, ?, ?)", fts)
+                slots = tenant_slots(conn, {tenant for _, _, tenant in fts})
+                conn.executemany(
+                    "INSERT INTO records_fts(rowid, body, tenant) VALUES (?, ?, ?)",
+                    [(fts_rowid(slots[tenant], rid), text, tenant) for rid, text, tenant in fts],
+                )
             if metas:
                 conn.executemany("INSERT INTO record_meta VALUES (?, ?, ?, ?)", metas)
             if vectors is not None:

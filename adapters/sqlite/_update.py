@@ -17,8 +17,8 @@ from memoryport._errors import EmbedderMismatch
 from memoryport._records import MemoryScope, MemoryUpdate, utcnow
 from memoryport.storekit import chunks
 
-from ._erasure import mark_erased
-from ._rows import NEVER, Conn, scope_sql, tenant_token, us
+from ._erasure import fts_slots, mark_erased
+from ._rows import NEVER, Conn, fts_rowid, scope_sql, tenant_token, us
 from ._schema import bump
 from ._vectors import F32, Patch, embed
 from ._where import meta_row
@@ -87,12 +87,13 @@ def _apply(store: SQLiteStore, changes: Sequence[MemoryUpdate], scope: MemorySco
                 sets.append("text = ?")
                 values.append(change.text)
                 if fts5:
+                    at = fts_rowid(fts_slots(conn, [tenant])[tenant], rid)
                     conn.execute(
                         "INSERT INTO records_fts(records_fts, rowid, body, tenant) VALUES ('delete', ?, ?, ?)",
-                        (rid, old_text, tenant),
+                        (at, old_text, tenant),
                     )
                     conn.execute(
-                        "INSERT INTO records_fts(rowid, body, tenant) VALUES (?, ?, ?)", (rid, change.text, tenant)
+                        "INSERT INTO records_fts(rowid, body, tenant) VALUES (?, ?, ?)", (at, change.text, tenant)
                     )
                 if vector is not None:
                     conn.execute("INSERT OR REPLACE INTO vectors(rid, vec) VALUES (?, ?)", (rid, vector.tobytes()))

@@ -526,7 +526,8 @@ def test_doc_sizes_come_from_the_fts5_docsize_table(db_path: str, driver: str) -
     words = " ".join(f"w{i}" for i in range(300))
     memory.add_sync([MemoryRecord(scope=ANN, text="one two three"), MemoryRecord(scope=ANN, text=words)])
     conn = load_driver(driver)[1].connect(db_path)
-    assert _doc_sizes(conn, [1, 2]) == {1: 3, 2: 300}
+    # ANN is the file's first user: slot 1 (FTS5 rowid = slot above rid, see _rows.fts_rowid).
+    assert _doc_sizes(conn, [1, 2], base=1 << 40) == {1: 3, 2: 300}
     conn.close()
     memory.close()
 
