@@ -124,7 +124,9 @@ async def updates(memory: SQLiteMemory, n: int, batch: int, total: int, kind: st
     return len(ids) / (time.perf_counter() - start)
 
 
-async def main(n: int, queries: int, batch: int, total: int) -> dict[str, Any]:
+async def main(
+    n: int, queries: int, batch: int, total: int, modes: tuple[str, ...] = ("recent", "keyword", "hybrid")
+) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="memoryport-port-bench-"))
     keyword = SQLiteMemory(folder / "keyword.db")
     hybrid = SQLiteMemory(folder / "hybrid.db", embedder=embedder())
@@ -132,17 +134,20 @@ async def main(n: int, queries: int, batch: int, total: int) -> dict[str, Any]:
     await fill(keyword, n)
     await fill(hybrid, n)
     filled = time.perf_counter() - start
-    rows = await searches(keyword, n, queries, "recent")
-    rows += await searches(keyword, n, queries, "keyword")
-    await hybrid.search("warm up", scope=USER)
-    rows += await searches(hybrid, n, queries, "hybrid")
-    throughput = {
-        "text, keyword-only file (FTS5 re-index)": await updates(keyword, n, batch, total, "text"),
-        "text, with embedder (re-embed + vector write)": await updates(hybrid, n, batch, total, "text"),
-        "metadata only": await updates(keyword, n, batch, total, "metadata"),
-    }
-    after_update = await hybrid.search("w01 w04", scope=USER, k=10)
-    assert after_update
+    rows = []
+    for mode in modes:
+        if mode == "hybrid":
+            await hybrid.search("warm up", scope=USER)
+        rows += await searches(hybrid if mode == "hybrid" else keyword, n, queries, mode)
+    throughput = {}
+    if total:
+        throughput = {
+            "text, keyword-only file (FTS5 re-index)": await updates(keyword, n, batch, total, "text"),
+            "text, with embedder (re-embed + vector write)": await updates(hybrid, n, batch, total, "text"),
+            "metadata only": await updates(keyword, n, batch, total, "metadata"),
+        }
+        after_update = await hybrid.search("w01 w04", scope=USER, k=10)
+        assert after_update
     await keyword.aclose()
     await hybrid.aclose()
     return {"n": n, "queries": queries, "batch": batch, "updated": total, "fill_s": filled, "searches": rows,
@@ -173,10 +178,12 @@ if __name__ == "__main__":
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--batch", type=int, default=500)
-    parser.add_argument("--updates", type=int, default=10_000)
+    parser.add_argument("--updates", type=int, default=10_000, help="records updated per kind (0: no update part)")
+    modes = ["recent", "keyword", "hybrid"]
+    parser.add_argument("--modes", nargs="+", choices=modes, default=modes, help="which searches to time")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    result = asyncio.run(main(args.n, args.queries, args.batch, min(args.updates, args.n)))
+    result = asyncio.run(main(args.n, args.queries, args.batch, min(args.updates, args.n), tuple(args.modes)))
     print(table(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

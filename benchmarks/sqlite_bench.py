@@ -247,6 +247,26 @@ def sqlite_vec_index(path: Path, vectors: np.ndarray[Any, Any]) -> Callable[[np.
     return knn
 
 
+RAW_FTS5 = "raw FTS5 bm25() top-10, same words (floor)"
+
+
+def raw_fts5(path: Path, driver: str) -> Callable[[str], Any]:
+    """The floor of keyword search: FTS5's own ``bm25()`` top-10 for the same words, on its own connection."""
+    from memoryport.adapters.sqlite._fts import match_expression
+
+    conn = load_driver(driver)[1].connect(str(path), check_same_thread=False)
+    conn.execute("PRAGMA mmap_size = 8589934592")
+
+    def query(text: str) -> Any:
+        expression = match_expression(text)
+        return conn.execute(
+            "SELECT rowid, bm25(records_fts) AS s FROM records_fts WHERE records_fts MATCH ? ORDER BY s LIMIT ?",
+            (expression, K),
+        ).fetchall()
+
+    return query
+
+
 async def bench_search(
     corpus: Corpus, n: int, queries: int, folder: Path, with_vec0: bool
 ) -> tuple[list[list[Any]], dict[str, Any]]:
@@ -285,6 +305,8 @@ async def bench_search(
     }
     if knn is not None:
         methods["sqlite-vec vec0 KNN"] = lambda i: knn(qvecs[i])
+    raw = raw_fts5(path, keyword.store.driver_name)
+    methods[RAW_FTS5] = lambda i: raw(qtexts[i])
     times = await interleaved(methods, queries)
     # Recall of the vector path against numpy (both exact: expect 1.0).
     agree = []
@@ -300,7 +322,20 @@ async def bench_search(
         [name, n, median_ms(t), sorted(t)[int(len(t) * 0.95) - 1] * 1000, median_ms(t) / base]
         for name, t in times.items()
     ]
-    info = {"cold_vector_ms": cold * 1000, "recall_vs_numpy": statistics.mean(agree)}
+    med = {name: median_ms(t) for name, t in times.items()}
+    info = {
+        "cold_vector_ms": cold * 1000,
+        "recall_vs_numpy": statistics.mean(agree),
+        "floors": [
+            n,
+            med[RAW_FTS5],
+            med["keyword (FTS5 BM25)"],
+            med["keyword (FTS5 BM25)"] / med[RAW_FTS5],
+            med["vector (cosine)"],
+            med["hybrid (score fusion + neighbours)"],
+            med["hybrid (score fusion + neighbours)"] / max(med["keyword (FTS5 BM25)"], med["vector (cosine)"]),
+        ],
+    }
     return rows, info
 
 
@@ -482,17 +517,27 @@ async def main(argv: Sequence[str] | None = None) -> str:
 
 
 async def search_section(args: argparse.Namespace, corpus: Corpus, folder: Path, emit: Callable[[str], None]) -> None:
-    rows, infos = [], []
+    rows: list[list[Any]] = []
+    infos: list[list[Any]] = []
+    floors: list[list[Any]] = []
     for n in args.sizes:
         r, info = await bench_search(corpus, n, args.queries, folder, with_vec0=n <= args.vec0_max)
         rows += r
         infos.append([n, info["cold_vector_ms"], info["recall_vs_numpy"]])
+        floors.append(info["floors"])
         for f in (folder / f"search-{n}.db", folder / f"vec0-{n}.db"):
             remove(f)
     emit(f"\n### Search latency, one user holding every record, k={K}, {DIM}-d ({args.queries} queries)\n")
     emit(table(["method", "records", "median ms", "p95 ms", "x best numpy"], rows))
     emit("\nFirst vector search after opening (reads the scope's vectors into RAM), and recall@10 vs numpy:\n")
     emit(table(["records", "cold first search ms", "recall@10 vs numpy"], infos))
+    emit("\nKeyword against its floor (raw FTS5 bm25() top-10, same words, same file) and hybrid against its halves:\n")
+    emit(
+        table(
+            ["records", "raw FTS5 ms", "keyword ms", "keyword / raw", "vector ms", "hybrid ms", "hybrid / slower half"],
+            floors,
+        )
+    )
 
 
 if __name__ == "__main__":
