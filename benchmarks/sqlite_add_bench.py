@@ -291,15 +291,15 @@ async def profile(args: argparse.Namespace, folder: Path) -> str:
                     await store._run(lambda: None)
                 stages[name].append(time.perf_counter() - start)
         steps: dict[str, list[float]] = {}
-        real = store.db.conn()
-        store.db._local.conn = TimedConn(real, steps)
+        real = store.db.writer()
+        store.db._writer = TimedConn(real, steps)
         for _ in range(n):
             r = next(recs)
             v = await store.embedder.embed([r.text]) if with_vectors else None
             start = time.perf_counter()
             store._add([r], v)
             steps.setdefault("= the whole _add (statements + Python)", []).append(time.perf_counter() - start)
-        store.db._local.conn = real
+        store.db._writer = real
         await memory.aclose()
         kind = "with a given vector" if with_vectors else "keyword-only"
         out.append(f"\n### Where one add's time goes, {kind}, on top of {args.base:,} records ({n} calls; µs)\n")

@@ -21,7 +21,7 @@ from memoryport._errors import BackendError, UsageError
 from . import _erasure
 from ._rows import Conn
 
-__all__ = ["DURABILITY", "Database", "is_busy"]
+__all__ = ["CHECKPOINT_PAGES", "DURABILITY", "Database", "NotHere", "is_busy"]
 
 logger = logging.getLogger("memoryport")
 T = TypeVar("T")
@@ -33,6 +33,15 @@ T = TypeVar("T")
 #: (never corrupts the file). ``full``: every commit fsyncs the WAL; it survives
 #: a power loss too, at the price of one fsync per write.
 DURABILITY = {"normal": "NORMAL", "full": "FULL"}
+
+#: Copy the WAL back into the file once about this many pages were written to it
+#: since (SQLite's own ``wal_autocheckpoint`` would do it inside whichever commit
+#: crossed the mark, possibly a small add running on the caller's event loop).
+CHECKPOINT_PAGES = 10_000
+
+
+class NotHere(Exception):
+    """A write tried on the caller's thread that cannot finish there without waiting; run it on the writer."""
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -63,6 +72,11 @@ class Database:
         #: The URI parameter of a read-only open: ``mode=ro``, or ``immutable=1`` where -shm cannot be made.
         self.ro_mode = "mode=ro"
         self.write_lock = threading.Lock()
+        #: The one connection every write of this process uses (under ``write_lock``),
+        #: from whichever thread: its page cache stays warm. Reads use per-thread ones.
+        self._writer: Conn | None = None
+        #: WAL pages written since this process last checkpointed (an estimate; see :meth:`wrote`).
+        self.wal_pages = 0
         self._local = threading.local()
         self._connections: list[Conn] = []
         self._conn_lock = threading.Lock()
@@ -72,7 +86,7 @@ class Database:
         """The file's name, for log lines (never the whole path)."""
         return os.path.basename(self.path)
 
-    def _connect(self) -> Conn:
+    def _connect(self, *, writer: bool = False) -> Conn:
         if self.read_only is None:
             target, uri = self.path, False
         else:
@@ -92,8 +106,9 @@ class Database:
         conn.execute("PRAGMA cache_size = -32768")
         # Checkpoint every ~40 MB of WAL instead of ~4 MB: hot index pages are
         # copied back less often (bulk add of 100k: 91k instead of 70k records/s).
-        # Erasures still checkpoint (TRUNCATE) at once.
-        conn.execute("PRAGMA wal_autocheckpoint = 10000")
+        # The writer connection checkpoints itself (see wrote()); readers never
+        # write. Erasures still checkpoint (TRUNCATE) at once.
+        conn.execute(f"PRAGMA wal_autocheckpoint = {0 if writer else CHECKPOINT_PAGES}")
         with self._conn_lock:
             self._connections.append(conn)
         return conn
@@ -104,6 +119,35 @@ class Database:
         if conn is None:
             conn = self._local.conn = self._connect()
         return conn
+
+    def writer(self) -> Conn:
+        """The writers' connection (opened on first use); use it only holding :attr:`write_lock`."""
+        if self._writer is None:
+            self._writer = self._connect(writer=True)
+        return self._writer
+
+    def wrote(self, pages: int) -> bool:
+        """Count ``pages`` more written to the WAL (an estimate); True when a checkpoint is due.
+
+        Called holding :attr:`write_lock` after a commit. The estimate errs high
+        for small writes (every table and index touched counts a page).
+        """
+        self.wal_pages += pages
+        return self.wal_pages >= CHECKPOINT_PAGES
+
+    def checkpoint_passive(self) -> None:
+        """Copy what the WAL holds back into the file without waiting for readers (holding ``write_lock``).
+
+        What SQLite's ``wal_autocheckpoint`` does; a reader still using old
+        pages only stops it early (the next one continues). Failures are logged.
+        """
+        self.wal_pages = 0
+        try:
+            self.writer().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except self.driver.Error as exc:
+            logger.warning(
+                "SQLite %s: a WAL checkpoint failed (%s); the next one retries", self.name, type(exc).__name__
+            )
 
     def retry_busy(self, fn: Callable[[], T]) -> T:
         """Call ``fn``, retrying with back-off while another process holds the lock past the busy timeout."""
@@ -158,8 +202,11 @@ class Database:
         :meth:`write` a statement per transaction.
         """
         with self.write_lock:
-            conn = self.conn()
+            conn = self.writer()
+            before = conn.total_changes
             result, pending = self.transaction(conn, fn)
+            if self.wrote(pages_of(conn.total_changes - before)) and not pending:
+                self.checkpoint_passive()
             if pending:
                 try:
                     _erasure.finish_erasure(self, conn)
@@ -177,6 +224,64 @@ class Database:
                         type(exc).__name__,
                     )
             return result
+
+    def write_here(self, fn: Callable[[Conn], tuple[T, int]]) -> tuple[T, bool] | None:
+        """:meth:`write_staged` on the caller's thread if it can finish without waiting, else None.
+
+        None (nothing written) when another thread of this process holds the
+        write lock, another process holds the file's, or ``fn`` raised
+        :class:`NotHere` (its transaction is rolled back). Any other error of
+        ``fn`` rolls back and propagates, as on the writer thread. The second
+        item of the result says a checkpoint (or a pending erasure's finish)
+        is due: the caller hands it to the writer thread. Readers never block
+        it (WAL); a full ``synchronous`` would fsync here, so callers use it at
+        ``synchronous=NORMAL`` only.
+        """
+        if not self.write_lock.acquire(blocking=False):
+            return None
+        try:
+            conn = self.writer()
+            # Another process's write lock: no waiting here (the busy timeout is for the writer thread).
+            conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except self.driver.OperationalError as exc:
+                if is_busy(exc):
+                    return None
+                raise
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            before = conn.total_changes
+            try:
+                result, pending = fn(conn)
+                conn.execute("COMMIT")
+            except NotHere:
+                conn.execute("ROLLBACK")
+                return None
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            due = self.wrote(pages_of(conn.total_changes - before))
+            return result, bool(pending) or due
+        finally:
+            self.write_lock.release()
+
+    def after_write_here(self) -> None:
+        """On the writer thread, after :meth:`write_here` said so: finish a pending erasure, or checkpoint."""
+        with self.write_lock:
+            conn = self.writer()
+            if _erasure.erase_stage(conn):
+                try:
+                    _erasure.finish_erasure(self, conn)
+                except self.driver.Error as exc:
+                    logger.warning(
+                        "SQLite %s: finishing an erasure failed (%s); the next write or open retries",
+                        self.name,
+                        type(exc).__name__,
+                    )
+            elif self.wal_pages >= CHECKPOINT_PAGES:
+                self.checkpoint_passive()
 
     def read(self, fn: Callable[[Conn], T]) -> T:
         """Run ``fn`` in one read transaction: every statement sees the same snapshot."""
@@ -207,3 +312,14 @@ class Database:
                     pass
             self._connections.clear()
         self._local = threading.local()
+        self._writer = None
+
+
+def pages_of(changes: int) -> int:
+    """An estimate of the WAL pages a transaction of ``changes`` row changes wrote.
+
+    A small write touches a page per row changed (each table and index its own);
+    a large one packs many rows per page. Errs high, so checkpoints come early
+    rather than late.
+    """
+    return changes if changes < 64 else 64 + (changes - 64) // 4

@@ -154,6 +154,7 @@ def checkpoint_wal(db: Database, conn: Conn) -> bool:
             db.name,
         )
         return False
+    db.wal_pages = 0
     return True
 
 
@@ -161,7 +162,7 @@ def checkpoint(db: Database) -> bool:
     """Finish a pending erasure, or just checkpoint the WAL; False (and a WARNING) when a reader blocks it."""
     db.refuse_if_read_only("checkpoint")
     with db.write_lock:
-        conn = db.conn()
+        conn = db.writer()
         if erase_stage(conn):
             return finish_erasure(db, conn)
         return checkpoint_wal(db, conn)

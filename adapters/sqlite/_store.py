@@ -40,7 +40,7 @@ from memoryport._rerank import RerankerPort
 from memoryport.storekit import chunks, duplicate_id, ids_of
 
 from . import _erasure
-from ._connection import DURABILITY, Database
+from ._connection import DURABILITY, Database, NotHere
 from ._driver import load_driver, version_tuple
 from ._erasure import erase_rows, expired_rows
 from ._files import create_file
@@ -57,6 +57,9 @@ __all__ = ["SCHEMA_VERSION", "SQLiteStore", "reembed_file"]
 
 logger = logging.getLogger("memoryport")
 T = TypeVar("T")
+
+#: Adds of at most this many records may commit on the caller's thread (``inline_writes``).
+INLINE_MAX = 8
 
 
 class SQLiteStore:
@@ -103,12 +106,17 @@ class SQLiteStore:
         context_window: int = ranking.NEIGHBOUR_WINDOW,
         durability: str = "normal",
         min_similarity: float = 0.0,
+        inline_writes: bool = True,
     ) -> None:
         if not isinstance(durability, str) or durability not in DURABILITY:
             raise InvalidInput(
                 f"durability must be one of {', '.join(map(repr, DURABILITY))}, not {durability!r}", field="durability"
             )
         self.durability = durability
+        if not isinstance(inline_writes, bool):
+            raise InvalidInput("inline_writes must be True or False", field="inline_writes")
+        # At durability="full" a commit waits for an fsync (milliseconds): never on the caller's thread.
+        self.inline_writes = inline_writes and durability == "normal"
         if embedder is not None and not isinstance(embedder, EmbeddingPort):
             raise UsageError(f"embedder must be an EmbeddingPort, not {type(embedder).__name__}")
         if reranker is not None and not isinstance(reranker, RerankerPort):
@@ -200,7 +208,23 @@ class SQLiteStore:
         vectors: F32 | None = None
         if self.embedder is not None:
             vectors = await embed(self.embedder, [r.text for r in records])
-        # Without an embedder, _add refuses a file that keeps vectors (in its transaction: no extra hop).
+        if self._closed:
+            raise UsageError("this SQLiteMemory is closed")
+        if self.inline_writes and len(records) <= INLINE_MAX:
+            # A small add that can finish without waiting commits right here (~0.1 ms of
+            # SQL): a hop to the writer thread costs as much when idle, and milliseconds
+            # when the machine is busy and the thread waits to be scheduled.
+            done = self.db.write_here(self._add_write(records, vectors, here=True))
+            if done is not None:
+                (gen, old, erased, base), follow_up = done
+                self.vectors.extend(records, vectors, base, gen, old, erased)
+                if follow_up:  # a checkpoint is due: on the writer thread, not awaited
+                    try:
+                        self._writer.submit(self.db.after_write_here)
+                    except RuntimeError:  # closing meanwhile: closing the file checkpoints it
+                        pass
+                return ids_of(records)
+        # Without an embedder, the write refuses a file that keeps vectors (in its transaction: no extra hop).
         return await self._run(lambda: self._add(records, vectors), write=True)
 
     def _needs_embedder(self) -> str | None:
@@ -208,6 +232,14 @@ class SQLiteStore:
         return None if row is None else str(row[0])
 
     def _add(self, records: Sequence[MemoryRecord], vectors: F32 | None) -> list[str]:
+        gen, old, erased, base = self.db.write_staged(self._add_write(records, vectors, here=False))
+        self.vectors.extend(records, vectors, base, gen, old, erased)
+        return ids_of(records)
+
+    def _add_write(
+        self, records: Sequence[MemoryRecord], vectors: F32 | None, *, here: bool
+    ) -> Callable[[Conn], tuple[tuple[int, dict[str, int], bool, int], int]]:
+        """The transaction of an add; ``here``: on the caller's thread, so raise NotHere for slow work."""
         now = us(utcnow())
         cutoff = None if self.retention is None else us(utcnow() - self.retention)
 
@@ -219,8 +251,12 @@ class SQLiteStore:
                     f"{os.path.basename(self.path)} keeps vectors of embedder {meta['embedder_name']!r}; "
                     "open it with that embedder to add records"
                 )
+            if here and meta.get("erase_pending"):
+                raise NotHere  # the erasure's rebuild (VACUUM) follows: the writer thread's job
             # Records past due go with every write (their users' retained-out ones too).
             expired = expired_rows(conn, now, users={r.scope.user_id for r in records}, cutoff=cutoff)
+            if here and expired:
+                raise NotHere
             touched = self._erase(conn, expired)
             rows: list[tuple[Any, ...]] = []
             for r in records:
@@ -276,9 +312,7 @@ class SQLiteStore:
             stage = 1 if expired else int(meta.get("erase_pending") or 0)
             return (gen, old, bool(expired), base), stage
 
-        gen, old, erased, base = self.db.write_staged(write)
-        self.vectors.extend(records, vectors, base, gen, old, erased)
-        return ids_of(records)
+        return write
 
     def _raise_duplicate(self, conn: Conn, records: Sequence[MemoryRecord]) -> None:
         ids = ids_of(records)

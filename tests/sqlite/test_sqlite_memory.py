@@ -577,6 +577,8 @@ def test_durability_sets_synchronous_on_every_connection(
     writer = store._writer.submit(lambda: store.db.conn().execute("PRAGMA synchronous").fetchone()[0]).result()
     reader = store._pool.submit(lambda: store.db.conn().execute("PRAGMA synchronous").fetchone()[0]).result()
     assert (writer, reader) == (level, level)
+    with store.db.write_lock:  # the connection every write uses, from whichever thread
+        assert store.db.writer().execute("PRAGMA synchronous").fetchone()[0] == level
     assert store.db.conn().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     memory.close()
 
