@@ -141,6 +141,7 @@ class _Telemetry:
 
         # Providers are injectable for tests; by default the global ones (no-op without an SDK).
         self.tracer = trace.get_tracer("memoryport", tracer_provider=tracer_provider)
+        self._global_tracer = tracer_provider is None
         meter = metrics.get_meter("memoryport", meter_provider=meter_provider)
         self.operations = meter.create_counter(
             "memoryport.operations", unit="1", description="Memory operations by outcome"
@@ -158,6 +159,13 @@ class _Telemetry:
 
     @contextmanager
     def span(self, operation: str, attributes: Mapping[str, str | int]) -> Iterator[Any]:
+        from opentelemetry import trace
+
+        if self._global_tracer and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+            # No tracer provider set (yet): the API would make a non-recording span
+            # through its proxy (~8 µs a call); the same span, without the detour.
+            yield trace.INVALID_SPAN
+            return
         # Recording the exception would put its message and the chained cause's
         # traceback (texts, queries) on the span: only the error type goes there.
         with self.tracer.start_as_current_span(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -461,6 +462,7 @@ class GuardedMemory(Generic[S]):
         prepared: list[MemoryRecord] = []
         seen: set[str] = set()
         checked_scopes: set[int] = set()  # batches usually share one scope object: check it once
+        fresh: str | None = None
         for i, record in enumerate(records):
             field = f"records[{i}]"
             if not isinstance(record, MemoryRecord):
@@ -473,8 +475,14 @@ class GuardedMemory(Generic[S]):
                 self._require(Capability.METADATA, f"{field}.metadata")
             if record.expires_at is not None:
                 self._require(Capability.EXPIRY, f"{field}.expires_at")
-            record_id = record.id if record.id is not None else new_id()
-            if record.id is None:
+            record_id = record.id
+            if record_id is None:
+                if len(records) == 1:
+                    record_id = new_id()
+                else:  # one read of the OS's random source for the batch (new_id's form: 32 hex digits)
+                    if fresh is None:
+                        fresh = os.urandom(16 * len(records)).hex()
+                    record_id = fresh[32 * i : 32 * i + 32]
                 record = record.model_copy(update={"id": record_id})
             if record_id in seen:
                 raise InvalidInput(f"{field}.id repeats an id earlier in the batch", field=f"{field}.id")

@@ -7,8 +7,8 @@ import hmac
 import json
 import math
 import os
+import re
 import sys
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -65,20 +65,27 @@ def pseudonym(value: str, *, prefix: str, hash_key: bytes | str | None = None) -
     return prefix + hmac.new(key, data, hashlib.sha256).hexdigest()
 
 
+# Unicode's control characters (category Cc) are exactly U+0000-U+001F and U+007F-U+009F;
+# lone surrogates cannot be encoded as UTF-8. One regex pass instead of a Python loop per character.
+_BAD_ANY = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_BAD_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
 def _bad_chars(value: str, *, allow_whitespace_controls: bool) -> str | None:
     """Name the first unacceptable character class in ``value``, if any.
 
     ``allow_whitespace_controls`` lets tab, newline and carriage return through (texts);
     every other control character is refused everywhere.
     """
-    for ch in value:
-        if ch == "\x00":
-            return "a NUL character"
-        if 0xD800 <= ord(ch) <= 0xDFFF:
-            return "a lone surrogate (not encodable as UTF-8)"
-        if unicodedata.category(ch) == "Cc" and not (allow_whitespace_controls and ch in "\t\n\r"):
-            return "a control character"
-    return None
+    found = (_BAD_TEXT if allow_whitespace_controls else _BAD_ANY).search(value)
+    if found is None:
+        return None
+    ch = found.group()
+    if ch == "\x00":
+        return "a NUL character"
+    if 0xD800 <= ord(ch) <= 0xDFFF:
+        return "a lone surrogate (not encodable as UTF-8)"
+    return "a control character"
 
 
 def _check_utf8(value: str, field: str) -> None:
