@@ -1,4 +1,4 @@
-"""memoryport against mem0 local, sqlite-vec and FAISS: same records, vectors and queries, one run.
+"""memoryport against its peers (mem0 local, LangGraph's SqliteStore, Chroma, LanceDB, sqlite-vec, FAISS), one run.
 
 Run from the repository root (``pip install -e ".[dev,bench]"``)::
 
@@ -11,7 +11,14 @@ Systems, all given the same precomputed 384-d vectors (no model runs while stora
 - mem0 local: ``mem0.Memory`` with qdrant in memory, ``infer=False``, an ``EmbeddingBase`` returning the
   precomputed vectors; its history database runs with ``synchronous=OFF`` (generous to mem0);
 - sqlite-vec: a ``vec0`` table (cosine, the text as an auxiliary column), plain SQL;
-- FAISS ``IndexFlatIP`` over the unit vectors (exact cosine), texts in a Python list.
+- FAISS ``IndexFlatIP`` over the unit vectors (exact cosine), texts in a Python list;
+- LangGraph's ``SqliteStore`` (``langgraph-checkpoint-sqlite``) with its vector index (sqlite-vec), WAL and
+  ``synchronous=NORMAL`` like memoryport, ``put`` / ``batch`` / ``search(namespace, query=...)``;
+- Chroma ``PersistentClient`` (cosine HNSW, approximate), the user as a ``where`` filter, telemetry off;
+- LanceDB embedded on disk, exact (flat) cosine search with the user as a prefilter, no index built.
+
+Each peer is optional: when its package is missing the run says so, with its install line
+(``pip install "memoryport[bench,bench-peers,sqlite-new]"`` installs them all; none pulls torch).
 
 Per size it times (a) loading the records in bulk, (b) adding one more record per call and
 (c) searching (k=10) with the same queries. Adds and searches are interleaved system by system,
@@ -36,6 +43,7 @@ import tempfile
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("MEM0_TELEMETRY", "False")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")  # Chroma (its Settings say so too)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MEM0_DIR", tempfile.mkdtemp(prefix="memoryport-compare-mem0-"))
@@ -43,6 +51,7 @@ os.environ.setdefault("MEM0_DIR", tempfile.mkdtemp(prefix="memoryport-compare-me
 import argparse
 import asyncio
 import hashlib
+import json
 import logging
 import platform
 import random
@@ -444,6 +453,174 @@ class Faiss:
         self.index.reset()
 
 
+class LangGraphSqlite:
+    """LangGraph's ``SqliteStore`` with its vector index (sqlite-vec), WAL and synchronous=NORMAL like memoryport."""
+
+    label = "LangGraph SqliteStore"
+
+    def __init__(self, data: Data, folder: Path, n: int) -> None:
+        from langgraph.store.sqlite import SqliteStore
+
+        table_ = {t: v for t, v in zip(data.texts[:n], data.vectors[:n], strict=True)}
+        table_.update(zip(data.extra, data.extra_vectors, strict=True))
+        table_.update(zip(data.queries, data.query_vectors, strict=True))
+
+        def embed(texts: list[str]) -> list[list[float]]:
+            # SqliteStore may hand over the whole value as JSON rather than the field.
+            return [table_[t if t in table_ else json.loads(t)["text"]].tolist() for t in texts]
+
+        self.data = data
+        self.path = folder / f"langgraph-{n}.db"
+        # The stdlib sqlite3 here cannot load sqlite-vec: the first driver that can (pysqlite3 here).
+        import sqlite_vec
+
+        self.conn = vec0_connection(sqlite_vec, self.path)
+        self.conn.isolation_level = None
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.store = SqliteStore(self.conn, index={"dims": DIM, "embed": embed, "fields": ["text"]})
+        self.store.setup()
+        self.namespace = (USER,)
+
+    async def load(self, n: int) -> None:
+        from langgraph.store.base import PutOp
+
+        start = time.perf_counter()
+        for i in range(0, n, BULK_BATCH):
+            self.store.batch(
+                [PutOp(self.namespace, f"r{j}", {"text": self.data.texts[j]}) for j in range(i, min(n, i + BULK_BATCH))]
+            )
+        self.load_seconds = time.perf_counter() - start
+
+    def add_one(self, j: int) -> None:
+        self.store.put(self.namespace, f"x{j}", {"text": self.data.extra[j]})
+
+    def search(self, q: int) -> Any:
+        return self.store.search(self.namespace, query=self.data.queries[q], limit=K)
+
+    async def top(self, q: int) -> list[str]:
+        return [item.value["text"] for item in self.search(q)]
+
+    async def close(self) -> None:
+        self.conn.close()
+        remove(self.path)
+
+
+class Chroma:
+    """Chroma ``PersistentClient`` (cosine HNSW, approximate), the user as a metadata filter; telemetry off."""
+
+    label = "Chroma (user filter)"
+
+    def __init__(self, data: Data, folder: Path, n: int) -> None:
+        import chromadb
+        from chromadb.config import Settings
+
+        self.data = data
+        self.folder = folder / f"chroma-{n}"
+        self.client = chromadb.PersistentClient(str(self.folder), settings=Settings(anonymized_telemetry=False))
+        self.collection = self.client.create_collection(
+            "bench", metadata={"hnsw:space": "cosine"}, embedding_function=None
+        )
+        self.where = {"user_id": USER}
+
+    async def load(self, n: int) -> None:
+        start = time.perf_counter()
+        for i in range(0, n, BULK_BATCH):
+            end = min(n, i + BULK_BATCH)
+            self.collection.add(
+                ids=[f"r{j}" for j in range(i, end)],
+                embeddings=self.data.vectors[i:end],
+                documents=self.data.texts[i:end],
+                metadatas=[self.where] * (end - i),
+            )
+        self.load_seconds = time.perf_counter() - start
+
+    def add_one(self, j: int) -> None:
+        self.collection.add(
+            ids=[f"x{j}"],
+            embeddings=self.data.extra_vectors[j : j + 1],
+            documents=[self.data.extra[j]],
+            metadatas=[self.where],
+        )
+
+    def search(self, q: int) -> Any:
+        return self.collection.query(
+            query_embeddings=self.data.query_vectors[q : q + 1], n_results=K, where=self.where
+        )
+
+    async def top(self, q: int) -> list[str]:
+        return list(self.search(q)["documents"][0])
+
+    async def close(self) -> None:
+        try:
+            self.client.delete_collection("bench")
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class LanceDB:
+    """LanceDB (embedded, on disk), exact (flat) cosine search with the user as a prefilter; no index built."""
+
+    label = "LanceDB (flat)"
+
+    def __init__(self, data: Data, folder: Path, n: int) -> None:
+        import lancedb
+        import pyarrow as pa
+
+        self.pa = pa
+        self.data = data
+        self.folder = folder / f"lancedb-{n}"
+        self.db = lancedb.connect(str(self.folder))
+        self.schema = pa.schema(
+            [
+                pa.field("id", pa.string()),
+                pa.field("user_id", pa.string()),
+                pa.field("text", pa.string()),
+                pa.field("vector", pa.list_(pa.float32(), DIM)),
+            ]
+        )
+        self.table = self.db.create_table("bench", schema=self.schema)
+
+    def _batch(self, ids: Sequence[str], texts: Sequence[str], vectors: Vectors) -> Any:
+        pa = self.pa
+        flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1))
+        return pa.table(
+            {
+                "id": pa.array(ids, pa.string()),
+                "user_id": pa.array([USER] * len(ids), pa.string()),
+                "text": pa.array(texts, pa.string()),
+                "vector": pa.FixedSizeListArray.from_arrays(flat, DIM),
+            },
+            schema=self.schema,
+        )
+
+    async def load(self, n: int) -> None:
+        start = time.perf_counter()
+        for i in range(0, n, BULK_BATCH):
+            end = min(n, i + BULK_BATCH)
+            ids = [f"r{j}" for j in range(i, end)]
+            self.table.add(self._batch(ids, self.data.texts[i:end], self.data.vectors[i:end]))
+        self.load_seconds = time.perf_counter() - start
+
+    def add_one(self, j: int) -> None:
+        self.table.add(self._batch([f"x{j}"], [self.data.extra[j]], self.data.extra_vectors[j : j + 1]))
+
+    def search(self, q: int) -> Any:
+        return (
+            self.table.search(self.data.query_vectors[q])
+            .metric("cosine")
+            .where(f"user_id = '{USER}'", prefilter=True)
+            .limit(K)
+            .to_arrow()
+        )
+
+    async def top(self, q: int) -> list[str]:
+        return [str(t) for t in self.search(q).column("text").to_pylist()]
+
+    async def close(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
 OPTIONAL: dict[str, tuple[type[Any], str, str]] = {
     # label: (class, module to import, how to install)
     Mem0Local.label: (Mem0Local, "mem0", 'pip install "memoryport[mem0]" (mem0ai, qdrant-client)'),
@@ -453,6 +630,13 @@ OPTIONAL: dict[str, tuple[type[Any], str, str]] = {
         'pip install "memoryport[bench,sqlite-new]" (sqlite-vec, pysqlite3-binary)',
     ),
     Faiss.label: (Faiss, "faiss", 'pip install "memoryport[bench]" (faiss-cpu)'),
+    LangGraphSqlite.label: (
+        LangGraphSqlite,
+        "langgraph.store.sqlite",
+        'pip install "memoryport[bench-peers,sqlite-new]" (langgraph-checkpoint-sqlite, sqlite-vec, pysqlite3-binary)',
+    ),
+    Chroma.label: (Chroma, "chromadb", 'pip install "memoryport[bench-peers]" (chromadb)'),
+    LanceDB.label: (LanceDB, "lancedb", 'pip install "memoryport[bench-peers]" (lancedb)'),
 }
 
 
@@ -463,9 +647,9 @@ def available(folder: Path) -> tuple[list[str], dict[str, str]]:
     ok, skipped = [], {}
     for label, (cls, module, install) in OPTIONAL.items():
         try:
-            mod = importlib.import_module(module)
-            if cls is SqliteVec:
-                vec0_connection(mod, folder / "probe-vec0.db").close()
+            importlib.import_module(module)
+            if cls in (SqliteVec, LangGraphSqlite):
+                vec0_connection(importlib.import_module("sqlite_vec"), folder / "probe-vec0.db").close()
                 remove(folder / "probe-vec0.db")
             ok.append(label)
         except ImportError as exc:
