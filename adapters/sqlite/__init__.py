@@ -20,7 +20,7 @@ from memoryport.ranking import NEIGHBOUR_WEIGHT, NEIGHBOUR_WINDOW
 
 from ._driver import available_drivers, load_driver
 from ._graph import SQLiteGraph
-from ._store import SCHEMA_VERSION, SQLiteStore, reembed_file
+from ._store import ANN_THRESHOLD, SCHEMA_VERSION, SQLiteStore, reembed_file
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -55,6 +55,7 @@ def SQLiteMemory(
     durability: str = "normal",
     min_similarity: float = 0.0,
     inline_writes: bool = True,
+    ann_threshold: int | None = ANN_THRESHOLD,
     **guard: Unpack[GuardOptions],
 ) -> GuardedMemory[SQLiteStore]:
     """Long-term memory in one SQLite file: FTS5 keyword search, optional vectors, real erasure.
@@ -115,6 +116,11 @@ def SQLiteMemory(
             0.1 ms on the event loop instead of a hop to the writer thread,
             which costs as much when idle and far more on a busy machine.
             ``False`` sends every write to the writer thread.
+        ann_threshold: a user with this many records gets a vector index in
+            the file (IVF lists of sign-bit codes, exact re-rank: see
+            docs/sqlite.md, "The vector index"), built in the background by the
+            first search that finds it missing; below it, and for narrower
+            scopes, vector search is exact. ``None``: always exact.
         **guard: the guard's options (:class:`~memoryport.GuardOptions`);
             ``retention_days`` also makes the store delete records past it on
             every write to their user and on ``purge()``.
@@ -149,6 +155,7 @@ def SQLiteMemory(
         durability=durability,
         min_similarity=min_similarity,
         inline_writes=inline_writes,
+        ann_threshold=ann_threshold,
     )
     return GuardedMemory(store, **guard)
 

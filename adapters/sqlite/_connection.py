@@ -86,16 +86,15 @@ class Database:
         """The file's name, for log lines (never the whole path)."""
         return os.path.basename(self.path)
 
-    def _connect(self, *, writer: bool = False) -> Conn:
+    def _connect(self, *, writer: bool = False, busy_timeout: float | None = None) -> Conn:
+        timeout = self.busy_timeout if busy_timeout is None else busy_timeout
         if self.read_only is None:
             target, uri = self.path, False
         else:
             target = "file:" + urllib.request.pathname2url(os.path.abspath(self.path)) + "?" + self.ro_mode
             uri = True
-        conn = self.driver.connect(
-            target, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False, uri=uri
-        )
-        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        conn = self.driver.connect(target, timeout=timeout, isolation_level=None, check_same_thread=False, uri=uri)
+        conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
         conn.execute("PRAGMA secure_delete = ON")
         conn.execute(f"PRAGMA synchronous = {self.synchronous}")
         # Reads straight from the OS page cache instead of a copy per page: random
@@ -148,6 +147,24 @@ class Database:
             logger.warning(
                 "SQLite %s: a WAL checkpoint failed (%s); the next one retries", self.name, type(exc).__name__
             )
+
+    def read_nowait(self, fn: Callable[[Conn], T]) -> T:
+        """:meth:`read` on the caller's thread, on a connection that never waits for a lock.
+
+        For the fast path of a small search run on the event loop's thread: when
+        the file is busy (a WAL recovery or checkpoint in another process) it
+        raises the driver's ``OperationalError`` at once instead of blocking the
+        loop; the caller then runs the search in a worker thread.
+        """
+        conn = getattr(self._local, "nowait", None)
+        if conn is None:
+            conn = self._local.nowait = self._connect(busy_timeout=0.0)
+        conn.execute("BEGIN")
+        try:
+            return fn(conn)
+        finally:
+            if conn.in_transaction:
+                conn.execute("COMMIT")
 
     def retry_busy(self, fn: Callable[[], T]) -> T:
         """Call ``fn``, retrying with back-off while another process holds the lock past the busy timeout."""

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from ._ann import drop_rids
 from ._rows import Conn, fts_rowid, tenant_token
 
 if TYPE_CHECKING:
@@ -55,6 +56,8 @@ def erase_rows(conn: Conn, rows: Sequence[Row], *, keyword_index: str, fts_secur
             "INSERT INTO records_fts(records_fts, rowid, body, tenant) VALUES ('delete', ?, ?, ?)",
             [(fts_rowid(slots[tenant_token(user)], rid), text, tenant_token(user)) for rid, text, user in rows],
         )
+    # Out of the vector index too: their lists are rewritten without them (old pages zeroed).
+    drop_rids(conn, [(rid, user) for rid, _, user in rows])
     rids = [(rid,) for rid, _, _ in rows]
     conn.executemany("DELETE FROM vectors WHERE rid = ?", rids)
     conn.executemany("DELETE FROM record_meta WHERE rid = ?", rids)

@@ -84,6 +84,10 @@ async def _reembed(
                 if conn.execute(missing, (1,)).fetchone() is not None:
                     return False  # records arrived meanwhile: embed them first
                 conn.execute("DELETE FROM vectors_reembed WHERE rid NOT IN (SELECT rid FROM records)")
+                # The index was built from the old vectors (perhaps another dimension): gone; rebuilt on demand.
+                conn.execute("DELETE FROM ann_assign")
+                conn.execute("DELETE FROM ann_lists")
+                conn.execute("DELETE FROM ann_index")
                 conn.execute("DELETE FROM vectors")
                 conn.execute("INSERT INTO vectors SELECT rid, vec FROM vectors_reembed")
                 conn.execute("DROP TABLE vectors_reembed")

@@ -17,6 +17,7 @@ from memoryport._embedding import EmbeddingPort
 from memoryport._errors import BackendError, EmbedderMismatch, UsageError
 
 from . import _erasure
+from ._ann import ANN_DDL
 from ._connection import Database, is_busy
 from ._files import cannot_write, tighten
 from ._graph import GRAPH_DDL
@@ -66,6 +67,7 @@ MIGRATIONS: list[tuple[str, ...]] = [
     ("ALTER TABLE records ADD COLUMN updated_at INTEGER",),
     GRAPH_DDL,
     SLOTS_DDL,  # each user's slot: the high bits of its records' FTS5 rowids (rekey_fts re-keys older files)
+    ANN_DDL,  # the vector index of large scopes (_ann.py); files without one are searched exactly as before
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 SLOTS_VERSION = MIGRATIONS.index(SLOTS_DDL) + 1  # files below it get their FTS5 rowids re-keyed
@@ -269,6 +271,8 @@ class _Opening:
             "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
             (SCHEMA_VERSION,),
         )
+        # A random id of this file: with its device and inode, the key of the caches shared in a process.
+        conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('file_id', lower(hex(randomblob(16))))")
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         if created:
             if self.use_fts5 and self._has_fts5(conn):

@@ -8,15 +8,17 @@ sees the same snapshot. Ranking itself (fusion, the neighbour lift) is
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memoryport import ranking
 from memoryport._port import SearchResults
 from memoryport._records import MemoryHit, MemoryScope, utcnow
 
+from . import _ann
 from ._keyword import keyword_ranking
-from ._rows import COLUMNS, Cond, Conn, filter_sql, record_from_row, scope_sql, us
+from ._rows import COLUMNS, Cond, Conn, built, filter_sql, record_from_row, scope_sql, tenant_token, us
 from ._vectors import F32
 
 if TYPE_CHECKING:
@@ -51,8 +53,13 @@ def search_hits(
     scope: MemoryScope,
     k: int,
     filters: Cond,
+    *,
+    load: bool = True,
 ) -> list[MemoryHit]:
-    """The ``k`` best hits by ``mode`` (``keyword``, ``vector``, ``hybrid``); keyword when ``qvec`` is None."""
+    """The ``k`` best hits by ``mode`` (``keyword``, ``vector``, ``hybrid``); keyword when ``qvec`` is None.
+
+    ``load=False`` (vector mode only): from vectors already in RAM, else :class:`~._vectors.NotCached`.
+    """
     now = us(utcnow())
     limit = max(k, store.candidates)
     if qvec is None or mode == "keyword":
@@ -62,13 +69,13 @@ def search_hits(
         signal = "keyword"
     elif mode == "vector":
         # Pure cosine similarity: the scores keep their meaning, no neighbours.
-        scored = store.vectors.ranking_job(conn, qvec, scope, k, filters, now)()
+        scored = vector_job(store, conn, qvec, scope, k, filters, now, load=load)()
         signal = "vector"
     else:
         # The matrix product (numpy, GIL released) runs beside the FTS5 query
         # (SQLite, GIL released): hybrid costs about the slower of the two.
         # Both read this transaction's snapshot: the job's inputs are read here.
-        job = store.numpy.submit(store.vectors.ranking_job(conn, qvec, scope, limit, filters, now))
+        job = store.numpy.submit(vector_job(store, conn, qvec, scope, limit, filters, now))
         keyword = keyword_ranking(conn, store.keyword_index, query, scope, limit, filters, now)
         vector = job.result()
         if store.min_similarity > 0:
@@ -89,9 +96,49 @@ def search_hits(
             scored, near, weight=store.context_weight, only_scored=signal == "keyword"
         )[:k]
     rows = rows_by_rid(conn, [rid for rid, _ in ranked])
+    # Built, not validated (see _rows.built); a non-finite score (a bug) still goes through validation.
     return [
-        MemoryHit(record=record_from_row(rows[rid]), score=score, signal=signal) for rid, score in ranked if rid in rows
+        built(MemoryHit, {"record": record_from_row(rows[rid]), "score": float(score), "signal": signal})
+        if math.isfinite(score)
+        else MemoryHit(record=record_from_row(rows[rid]), score=score, signal=signal)
+        for rid, score in ranked
+        if rid in rows
     ]
+
+
+def vector_job(
+    store: SQLiteStore,
+    conn: Conn,
+    qvec: F32,
+    scope: MemoryScope,
+    limit: int,
+    filters: Cond,
+    now: int,
+    *,
+    load: bool = True,
+) -> Callable[[], list[tuple[int, float]]]:
+    """The vector ranking of ``scope``: through its user's index when it has one, else exact.
+
+    What needs the snapshot (all of the index search, the exact path's reads)
+    happens here; the returned job is pure numpy. The index serves a whole
+    user's scope; a narrower scope is searched exactly (its own vectors), and
+    when filters or expiry leave fewer than ``limit`` of the index's
+    candidates, the search falls back to the exact scan.
+    """
+    # load=False (a small scope whose vectors are in RAM, on the caller's thread): exact, from RAM.
+    if load and store.ann_params is not None and scope.session_id is None and scope.agent_id is None:
+        tenant = tenant_token(scope.user_id)
+        row = conn.execute("SELECT gen FROM generations WHERE tenant = ?", (tenant,)).fetchone()
+        gen = -1 if row is None else int(row[0])
+        found = _ann.centroids_of(conn, store.ann, tenant)
+        if found is not None:
+            hits = _ann.search(conn, store.ann, store.ann_params, qvec, scope, limit, filters, now, gen)
+            store.maybe_build(conn, scope, found[2])
+            if hits is not None and len(hits) >= limit:
+                return lambda: hits
+        else:
+            store.maybe_build(conn, scope, None)
+    return store.vectors.ranking_job(conn, qvec, scope, limit, filters, now, load=load)
 
 
 def neighbours(

@@ -11,7 +11,8 @@ Plain storage behind :class:`memoryport.GuardedMemory`; see ``docs/sqlite.md``.
 | ``_where.py`` | the SQL of metadata filters (operators included) and time ranges |
 | ``_fts.py`` | FTS5 and LIKE query strings from a user's words |
 | ``_keyword.py`` | keyword ranking: FTS5 BM25, per-user BM25, LIKE |
-| ``_vectors.py`` | embedding a batch; the vector cache and the cosine ranking |
+| ``_vectors.py`` | embedding a batch; the vector cache (shared per file) and the cosine ranking |
+| ``_ann.py`` | the vector index of large scopes: IVF lists of sign-bit codes, exact re-rank |
 | ``_search.py`` | a search once the query is embedded: recent, keyword, vector, hybrid, context |
 | ``_update.py`` | ``update``: texts, metadata and expiry changed in place |
 | ``_erasure.py`` | deleting rows from every table, then VACUUM and checkpoint, crash-safe |
@@ -25,6 +26,7 @@ import asyncio
 import json
 import logging
 import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
@@ -40,7 +42,8 @@ from memoryport._rerank import RerankerPort
 from memoryport.storekit import chunks, duplicate_id, ids_of
 
 from . import _erasure
-from ._connection import DURABILITY, Database, NotHere
+from ._ann import REBUILD_GROWTH, AnnParams, build_index, drop_index, index_add
+from ._connection import DURABILITY, Database, NotHere, is_busy
 from ._driver import load_driver, version_tuple
 from ._erasure import erase_rows, expired_rows
 from ._files import create_file
@@ -50,7 +53,7 @@ from ._rows import COLUMNS, Cond, Conn, filter_sql, fts_rowid, record_from_row, 
 from ._schema import SCHEMA_VERSION, SECURE_DELETE_FTS5, bump, open_file, tenant_slots
 from ._search import recent, search_hits
 from ._update import update_records
-from ._vectors import F32, VectorCache, embed
+from ._vectors import F32, NotCached, attach, detach, embed
 from ._where import Where, meta_row
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore", "reembed_file"]
@@ -60,6 +63,24 @@ T = TypeVar("T")
 
 #: Adds of at most this many records may commit on the caller's thread (``inline_writes``).
 INLINE_MAX = 8
+
+#: The largest scope whose vector search runs on the caller's thread (vectors
+#: already in RAM): about 1-2 ms of numpy at 384-d, less than a hop to a worker
+#: thread costs on a busy machine.
+INLINE_VECTORS = 20_000
+
+#: A user with this many records gets a vector index (``_ann.py``); below it, search is exact.
+ANN_THRESHOLD = 50_000
+
+
+def file_identity(path: str, db: Database) -> tuple[Any, ...] | None:
+    """The file's device, inode and random id (``meta.file_id``): the key of caches shared in the process."""
+    try:
+        st = os.stat(path)
+        row = db.conn().execute("SELECT value FROM meta WHERE key = 'file_id'").fetchone()
+    except (OSError, db.driver.Error):
+        return None
+    return None if row is None else (st.st_dev, st.st_ino, str(row[0]))
 
 
 class SQLiteStore:
@@ -107,6 +128,7 @@ class SQLiteStore:
         durability: str = "normal",
         min_similarity: float = 0.0,
         inline_writes: bool = True,
+        ann_threshold: int | None = ANN_THRESHOLD,
     ) -> None:
         if not isinstance(durability, str) or durability not in DURABILITY:
             raise InvalidInput(
@@ -127,6 +149,8 @@ class SQLiteStore:
         context_weight = check_number(context_weight, "context_weight", minimum=0.0, maximum=1.0)
         context_window = check_int(context_window, "context_window", minimum=0)
         min_similarity = check_number(min_similarity, "min_similarity", minimum=-1.0, maximum=1.0)
+        if ann_threshold is not None:
+            ann_threshold = check_int(ann_threshold, "ann_threshold", minimum=1)
         if search_mode not in ("hybrid", "vector", "keyword"):
             raise InvalidInput("search_mode must be 'hybrid', 'vector' or 'keyword'", field="search_mode")
         self.search_mode: SearchMode = search_mode  # type: ignore[assignment]  # one of three, checked above
@@ -144,8 +168,9 @@ class SQLiteStore:
         self.context_weight = context_weight
         self.context_window = context_window
         self.min_similarity = min_similarity
-        self.vectors = VectorCache(int(embedder.dim) if embedder is not None else 0, cache_bytes)
+        self.ann_params = None if ann_threshold is None else AnnParams(threshold=ann_threshold)
         self._closed = False
+        self._builds: dict[str, threading.Thread] = {}
         create_file(self.path)
         self.db = Database(self.path, self.driver, busy_timeout=busy_timeout, backend=self.name, durability=durability)
         self.keyword_index = open_file(
@@ -156,6 +181,10 @@ class SQLiteStore:
             driver_name=self.driver_name,
         )
         self.fts_secure_delete = self.keyword_index == "fts5" and self.sqlite_version >= SECURE_DELETE_FTS5
+        # Vectors in RAM are shared by every store of this process open on the same file.
+        self._dim = int(embedder.dim) if embedder is not None else 0
+        self._file_key = file_identity(self.path, self.db)
+        self.vectors, self.ann = attach(self._file_key, self._dim, cache_bytes)
         caps = {
             Capability.SESSION_SCOPE,
             Capability.AGENT_SCOPE,
@@ -305,6 +334,7 @@ class SQLiteStore:
                     "INSERT INTO vectors(rid, vec) VALUES (?, ?)",
                     [(base + i, vectors[i].tobytes()) for i in range(len(records))],
                 )
+                index_add(conn, self.ann, [t for _, _, t in fts], [base + i for i in range(len(records))], vectors)
             deltas = dict(touched)
             for _, _, tenant in fts:
                 deltas[tenant] = deltas.get(tenant, 0) + 1
@@ -347,8 +377,10 @@ class SQLiteStore:
                 and conn.execute("SELECT 1 FROM records WHERE user_id IS ? LIMIT 1", (scope.user_id,)).fetchone()
                 is None
             ):
-                # Nothing of this user is left: drop even the hashed key of its generation.
+                # Nothing of this user is left: drop even the hashed key of its generation, and its
+                # vector index (its centroids are averages of the user's vectors).
                 conn.execute("DELETE FROM generations WHERE tenant = ?", (tenant_token(scope.user_id),))
+                drop_index(conn, tenant_token(scope.user_id))
             whole_user = scope.user_id is not None and scope.session_id is None and scope.agent_id is None
             # Erasing a user erases their entity graph too (same transaction).
             if ids is None and whole_user and erase_graph(conn, str(scope.user_id)):
@@ -446,9 +478,11 @@ class SQLiteStore:
                     type(exc).__name__,
                 )
         fetch = ranking.rerank_pool(k, self.reranker, self.rerank_candidates)
-        hits = await self._run(
-            lambda: self.db.read(lambda conn: search_hits(self, conn, query, qvec, mode, scope, fetch, filters))
-        )
+        hits = self._search_inline(query, qvec, mode, scope, fetch, filters)
+        if hits is None:
+            hits = await self._run(
+                lambda: self.db.read(lambda conn: search_hits(self, conn, query, qvec, mode, scope, fetch, filters))
+            )
         if self.reranker is not None:
             hits = await ranking.rerank(self.reranker, query, hits, backend=f"SQLite {os.path.basename(self.path)}")
         return SearchResults(hits[:k], mode=mode)
@@ -458,6 +492,99 @@ class SQLiteStore:
         if self._graph is None:
             self._graph = SQLiteGraphStore(self)
         return self._graph
+
+    def _search_inline(
+        self, query: str, qvec: F32 | None, mode: SearchMode, scope: MemoryScope, k: int, filters: Cond
+    ) -> list[MemoryHit] | None:
+        """A small vector search run right here, on the caller's thread; None when it must go to a worker.
+
+        The hop to a worker thread and back costs more than ranking a few
+        thousand vectors (docs/benchmarks-sqlite.md, "Fixed cost"), so a vector
+        search of a scope whose vectors are in RAM, current and at most
+        :data:`INLINE_VECTORS` runs without it: a millisecond or two on the
+        event loop's thread, on that thread's own connection. That connection
+        never waits for a lock; anything that would wait (a busy file, vectors
+        to load) goes to the worker instead, as every other call does.
+        """
+        if qvec is None or mode != "vector" or self._closed:
+            return None
+        size = self.vectors.cached_size(scope)
+        if size is None or size > INLINE_VECTORS:
+            return None
+        try:
+            return self.db.read_nowait(
+                lambda conn: search_hits(self, conn, query, qvec, mode, scope, k, filters, load=False)
+            )
+        except NotCached:
+            return None
+        except self.driver.OperationalError as exc:
+            if is_busy(exc):
+                return None
+            raise
+
+    # -- the vector index ----------------------------------------------------------
+
+    async def build_index(self, scope: MemoryScope) -> int:
+        """Build (or rebuild) the vector index of ``scope``'s user now; return how many vectors it holds.
+
+        Searches build it by themselves, in the background, once a user has
+        ``ann_threshold`` records; this is for a host that wants it ready
+        (after a bulk import) and for tests.
+
+        Example:
+            >>> await memory.store.build_index(MemoryScope(user_id="ann"))  # doctest: +SKIP
+            1000000
+        """
+        self.db.refuse_if_read_only("build_index")
+        if self.embedder is None:
+            raise UsageError("build_index needs an embedder: this store keeps no vectors")
+        return await self._run(lambda: self._build(scope.user_id))
+
+    def _build(self, user_id: str | None) -> int:
+        return build_index(
+            self.db.read,
+            lambda fn: self.db.write(fn),
+            user_id,
+            self._dim,
+            stop=lambda: self._closed,
+        )
+
+    def maybe_build(self, conn: Conn, scope: MemoryScope, built: int | None) -> None:
+        """Start building ``scope``'s user's index in the background when it is large enough and has none
+        (or grew :data:`~._ann.REBUILD_GROWTH` times since its last build)."""
+        params = self.ann_params
+        if params is None or self.db.read_only is not None or self._closed:
+            return
+        tenant = tenant_token(scope.user_id)
+        if tenant in self.ann.building:
+            return
+        row = conn.execute("SELECT n FROM generations WHERE tenant = ?", (tenant,)).fetchone()
+        n = 0 if row is None else int(row[0])
+        if n < params.threshold or (built is not None and n < REBUILD_GROWTH * max(built, 1)):
+            return
+        with self.ann.lock:
+            if tenant in self.ann.building:
+                return
+            self.ann.building.add(tenant)
+
+        def run() -> None:
+            try:
+                self._build(scope.user_id)
+            except Exception as exc:  # a background build must not take the process down; searches stay exact
+                if not self._closed:
+                    logger.warning(
+                        "SQLite %s: building a vector index failed (%s); searches stay exact",
+                        os.path.basename(self.path),
+                        type(exc).__name__,
+                    )
+            finally:
+                with self.ann.lock:
+                    self.ann.building.discard(tenant)
+                self._builds.pop(tenant, None)
+
+        thread = threading.Thread(target=run, name="memoryport-sqlite-index", daemon=True)
+        self._builds[tenant] = thread
+        thread.start()
 
     # -- maintenance -------------------------------------------------------------
 
@@ -500,8 +627,10 @@ class SQLiteStore:
         await asyncio.get_running_loop().run_in_executor(None, self._shutdown)
 
     def _shutdown(self) -> None:
+        for thread in list(self._builds.values()):
+            thread.join()
         self._writer.shutdown(wait=True)
         self._pool.shutdown(wait=True)
         self.numpy.shutdown(wait=True)
         self.db.close()
-        self.vectors.clear()
+        detach(self._file_key, self._dim)

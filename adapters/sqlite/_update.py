@@ -17,6 +17,7 @@ from memoryport._errors import EmbedderMismatch
 from memoryport._records import MemoryScope, MemoryUpdate, utcnow
 from memoryport.storekit import chunks
 
+from ._ann import drop_rids, index_add
 from ._erasure import fts_slots, mark_erased
 from ._rows import NEVER, Conn, fts_rowid, scope_sql, tenant_token, us
 from ._schema import bump
@@ -97,6 +98,9 @@ def _apply(store: SQLiteStore, changes: Sequence[MemoryUpdate], scope: MemorySco
                     )
                 if vector is not None:
                     conn.execute("INSERT OR REPLACE INTO vectors(rid, vec) VALUES (?, ?)", (rid, vector.tobytes()))
+                    # The index keeps the new vector's code, in the list of its nearest centroid.
+                    drop_rids(conn, [(int(rid), user)])
+                    index_add(conn, store.ann, [tenant], [int(rid)], vector[None, :])
                 text_changed = True
             if "metadata" in change.changed:
                 metadata = change.metadata or {}

@@ -21,6 +21,7 @@ from memoryport._errors import BackendError
 from memoryport._records import MemoryRecord, MemoryScope
 from memoryport.storekit import embed_unit
 
+from ._ann import AnnCache
 from ._rows import NEVER, Cond, Conn, ScopeKey, covers, expiry, filter_sql, scope_key, scope_sql, tenant_token
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 else:
     F32 = I64 = Any
 
-__all__ = ["F32", "Block", "Patch", "VectorCache", "dot", "embed", "normalise"]
+__all__ = ["F32", "Block", "NotCached", "Patch", "VectorCache", "attach", "detach", "dot", "embed", "normalise"]
 
 # Below this many floats, numpy's own loop (einsum) beats BLAS: a multi-threaded
 # BLAS gemv waits for its threads to wake, 8-16 ms on a loaded 2-core machine,
@@ -91,6 +92,10 @@ class Block:
         return int(self._rids.nbytes + self._matrix.nbytes + self._expires.nbytes)
 
 
+class NotCached(Exception):
+    """A scope's vectors are not in RAM (or out of date) and the caller asked not to load them."""
+
+
 @dataclass
 class Patch:
     """What an update changed in one record, for the vectors cached in RAM."""
@@ -99,6 +104,46 @@ class Patch:
     scope: MemoryScope
     vector: F32 | None
     expires: int | None  # None: unchanged
+
+
+_FILES: dict[tuple[Any, ...], tuple[VectorCache, AnnCache, list[int]]] = {}
+_FILES_LOCK = threading.Lock()
+
+
+def attach(key: tuple[Any, ...] | None, dim: int, cache_bytes: int) -> tuple[VectorCache, AnnCache]:
+    """The caches of one file, shared by every store of this process open on it (``key``: its identity).
+
+    ``key`` None (the file's identity is unknown): caches of the caller's own.
+    Each :func:`attach` is paired with a :func:`detach`; the last frees them.
+    """
+    if key is None:
+        return VectorCache(dim, cache_bytes), AnnCache(cache_bytes)
+    full = (*key, dim)
+    with _FILES_LOCK:
+        found = _FILES.get(full)
+        if found is None:
+            found = _FILES[full] = (VectorCache(dim, cache_bytes), AnnCache(cache_bytes), [0])
+        vectors, ann, users = found
+        vectors.cache_bytes = max(vectors.cache_bytes, cache_bytes)
+        ann.max_bytes = max(ann.max_bytes, cache_bytes)
+        users[0] += 1
+        return vectors, ann
+
+
+def detach(key: tuple[Any, ...] | None, dim: int) -> None:
+    """One store fewer on the file ``key``; the last one's leaving frees the caches."""
+    if key is None:
+        return
+    full = (*key, dim)
+    with _FILES_LOCK:
+        found = _FILES.get(full)
+        if found is None:
+            return
+        found[2][0] -= 1
+        if found[2][0] <= 0:
+            del _FILES[full]
+            found[0].clear()
+            found[1].clear()
 
 
 class VectorCache:
@@ -115,8 +160,18 @@ class VectorCache:
         with self.lock:
             self._blocks.clear()
 
-    def block(self, conn: Conn, scope: MemoryScope) -> Block:
-        """This scope's vectors, from RAM while no process has written to its tenant since."""
+    def cached_size(self, scope: MemoryScope) -> int | None:
+        """How many vectors of ``scope`` are in RAM (perhaps out of date), or None when none are."""
+        with self.lock:
+            block = self._blocks.get(scope_key(scope))
+            return None if block is None else block.n
+
+    def block(self, conn: Conn, scope: MemoryScope, *, load: bool = True) -> Block:
+        """This scope's vectors, from RAM while no process has written to its tenant since.
+
+        With ``load=False`` a block that is absent or out of date raises
+        :class:`NotCached` instead of being read from the file.
+        """
         key = scope_key(scope)
         row = conn.execute("SELECT gen FROM generations WHERE tenant = ?", (tenant_token(scope.user_id),)).fetchone()
         gen = -1 if row is None else int(row[0])
@@ -125,6 +180,8 @@ class VectorCache:
             if block is not None and block.gen == gen:
                 self._blocks.move_to_end(key)
                 return block
+        if not load:
+            raise NotCached(scope.kind)
         where, params = scope_sql(scope)
         cursor = conn.execute(
             f"SELECT r.rid, coalesce(r.expires_at, {NEVER}), v.vec FROM records r JOIN vectors v ON v.rid = r.rid "
@@ -170,9 +227,14 @@ class VectorCache:
         limit: int,
         filters: Cond,
         now: int,
+        *,
+        load: bool = True,
     ) -> Callable[[], list[tuple[int, float]]]:
-        """Read what the vector ranking needs (in this snapshot); return the pure numpy rest."""
-        block = self.block(conn, scope)
+        """Read what the vector ranking needs (in this snapshot); return the pure numpy rest.
+
+        ``load=False``: only from vectors already in RAM and current (else :class:`NotCached`).
+        """
+        block = self.block(conn, scope, load=load)
         with self.lock:
             rids, matrix, expires = block.view()
         allowed: I64 | None = None

@@ -9,22 +9,41 @@ random ones (many seeds) and greps the raw bytes of the database, ``-wal`` and
 after every round of deletes and of text updates, and at the end (user erased,
 ``purge()``, ``close()``).
 
+With the vector index forced on (``index``), the sign-bit code of every erased
+text's vector must be gone from the files too (the index's lists are rewritten
+without it), and the index itself with the erased user.
+
 ``MEMORYPORT_ERASURE_SEEDS=200`` runs more seeds than the default.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import os
 import random
 import re
 from datetime import timedelta
 
+import numpy as np
 import pytest
 
-from memoryport import MemoryRecord, MemoryScope, MemoryUpdate, SQLiteMemory
+from memoryport import CallableEmbedder, MemoryRecord, MemoryScope, MemoryUpdate, SQLiteMemory
 from memoryport._records import utcnow
+from memoryport.adapters.sqlite._ann import codes_of
 
 from .support import bow_embedder, raw_bytes
+
+
+def random_vectors(texts: list[str]) -> np.ndarray:
+    """One random 128-d vector per text: their 16-byte sign codes are unique, so they can be grepped for."""
+    seeds = [int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "big") for t in texts]
+    return np.stack([np.random.default_rng(s).standard_normal(128).astype(np.float32) for s in seeds])
+
+
+def code(text: str) -> bytes:
+    return codes_of(random_vectors([text])).tobytes()  # signs do not change with the length
+
 
 SEEDS = int(os.environ.get("MEMORYPORT_ERASURE_SEEDS", "3"))
 WORDS = [
@@ -139,34 +158,58 @@ class Workload:
             assert self.memory.update_sync(updates, scope=MemoryScope(user_id=user)) == [u.id for u in updates]
 
 
-def run(db_path: str, driver: str, seed: int, *, use_fts5: bool, with_embedder: bool) -> tuple[list[str], list[str]]:
+def run(
+    db_path: str, driver: str, seed: int, *, use_fts5: bool, with_embedder: bool, index: bool = False
+) -> tuple[list[str], list[str]]:
     """Run one random workload; return (erased markers still in the files, live markers missing)."""
     rng = random.Random(seed)
+    embedder = CallableEmbedder(random_vectors, dim=128, name="random-128") if index else bow_embedder()
     memory = SQLiteMemory(
         db_path,
-        embedder=bow_embedder() if with_embedder else None,
+        embedder=embedder if with_embedder else None,
         retention_days=30,
         driver=driver,
         use_fts5=use_fts5,
+        ann_threshold=1 if index else None,
     )
     work = Workload(memory, rng)
+    texts: dict[str, str] = {}  # text marker -> text, for the codes of the index
     survivors: list[str] = []
-    for _ in range(rng.randint(3, 6)):
+
+    def codes_left() -> list[str]:
+        data = raw_bytes(db_path)
+        return [f"code of {m}" for m in work.erased + work.aged if m in texts and code(texts[m]) in data]
+
+    for round_no in range(rng.randint(3, 6)):
         work.batch()
+        if index:
+            texts.update({r.text.split()[2]: r.text for r in memory.export_sync(MemoryScope(user_id=work.users[0]))})
+            texts.update({r.text.split()[2]: r.text for r in memory.export_sync(MemoryScope(user_id=work.users[1]))})
+            if round_no == 0:
+                for user in work.users:  # the index is built once; later writes maintain it
+                    asyncio.run(memory.store.build_index(MemoryScope(user_id=user)))
         work.delete_some()
         survivors += found(raw_bytes(db_path), work.erased)  # right after the deletes
         work.update_some()
         survivors += found(raw_bytes(db_path), work.erased)  # right after the updates
+        if index:
+            survivors += codes_left()
     gone, kept = work.users
     erased = work.erased + work.aged + [m for _, ms in work.live[gone] for m in ms] + [gone]
     assert memory.delete_sync(scope=MemoryScope(user_id=gone)) >= len(work.live[gone])  # + its aged ones
     memory.purge_sync()
     survivors += found(raw_bytes(db_path), erased)
+    if index:
+        work.erased = [m for m in erased if m in texts]
+        survivors += codes_left()
     memory.close()
     survivors += found(raw_bytes(db_path), erased)
     survivors = sorted(set(survivors))
     alive = [m for _, ms in work.live[kept] for m in ms]
     missing = sorted(set(alive) - set(found(raw_bytes(db_path), alive)))
+    if index:  # the live user's codes are still there: the check sees them
+        data = raw_bytes(db_path)
+        missing += [f"code of {m}" for m in alive if m in texts and code(texts[m]) not in data]
     return survivors, missing
 
 
@@ -180,3 +223,11 @@ def test_no_erased_byte_survives_page_rebalancing(
     survivors, missing = run(db_path, driver, seed, use_fts5=use_fts5, with_embedder=with_embedder)
     assert missing == []  # the check sees what is there
     assert survivors == [], f"{len(survivors)} erased markers still in the files: {survivors[:5]}"
+
+
+@pytest.mark.parametrize("seed", range(SEEDS))
+def test_no_erased_vector_code_survives_in_the_index(tmp_path: object, driver: str, seed: int) -> None:
+    db_path = os.path.join(str(tmp_path), "memory.db")
+    survivors, missing = run(db_path, driver, seed, use_fts5=True, with_embedder=True, index=True)
+    assert missing == []
+    assert survivors == [], f"{len(survivors)} erased markers or codes still in the files: {survivors[:5]}"

@@ -1,0 +1,616 @@
+"""Vector search at both ends of the scale: the fixed cost at 10k, and one scope of a million (issue 17, goals 5-6).
+
+Run from the repository root::
+
+    python -m benchmarks.sqlite_ann_bench fixed --n 10000 --queries 300
+    python -m benchmarks.sqlite_ann_bench build --n 1000000 --dir /tmp/ann-1m       # once: the file, reused
+    python -m benchmarks.sqlite_ann_bench million --dir /tmp/ann-1m --queries 200
+    python -m benchmarks.sqlite_ann_bench million --dir /tmp/ann-1m --data real     # real-ish embeddings
+    python -m benchmarks.sqlite_ann_bench --quick                                    # a smoke run, seconds
+
+``fixed``: one user's ``n`` records; the public vector search, the store
+without its guard, and numpy brute force over the same matrix (``einsum``, one
+thread, and BLAS ``X @ q``), interleaved query by query; then where one
+search's time goes (thread CPU time of each step run alone, on this thread).
+
+``build``: a file of ``n`` records of one user with the ``sqlite_bench``
+corpus (LoCoMo-like sentences, 384-d unit vectors around 1,000 centroids), or
+with ``--data real``, real-ish vectors: sums of two all-MiniLM-L6-v2
+embeddings of LoCoMo turns, normalised (the performance probe's ``mix``; needs
+the LoCoMo embedding cache of ``benchmarks/locomo.py --cache``). The vectors and
+200 queries are saved beside it; ground truth is exact top-10 by numpy.
+
+``million``: opening the file and the first search in a fresh process (and its
+resident memory), building the index, then vector search through the index
+against the exact scan (recall@10 against numpy), keyword and hybrid, and the
+same vectors in FAISS (IVF-Flat, HNSW), hnswlib and usearch when installed
+(``pip install faiss-cpu hnswlib usearch``), interleaved where they fit in RAM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memoryport import GuardedMemory, MemoryRecord, MemoryScope, SQLiteMemory
+from memoryport.adapters.sqlite import SQLiteStore
+
+from .sqlite_bench import BATCH, DIM, Corpus, LookupEmbedder, interleaved, median_ms, table
+
+K = 10
+USER = MemoryScope(user_id="bench")
+LOCOMO_CACHE = Path(os.environ.get("MEMORYPORT_LOCOMO_CACHE", "/tmp/ann/locomo-cache"))
+
+
+def rss_mb() -> float:
+    """This process's resident memory now (Linux: /proc), else its peak."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def save(path: Path, text: str) -> None:
+    path.write_text(text)
+
+
+def load_json(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+def topk(matrix: np.ndarray[Any, Any], q: np.ndarray[Any, Any], k: int = K, blas: bool = True) -> Any:
+    scores = matrix @ q if blas else np.einsum("ij,j->i", matrix, q)
+    top = np.argpartition(-scores, k - 1)[:k]
+    return top[np.argsort(-scores[top])]
+
+
+# -- goal 6: the fixed cost ---------------------------------------------------------------
+
+
+async def fixed(n: int, queries: int, folder: Path) -> list[str]:
+    corpus = Corpus()
+    texts = corpus.texts(n)
+    vectors = corpus.vectors(n)
+    embedder = LookupEmbedder()
+    embedder.put(texts, vectors)
+    qtexts = [f"q{i} " + corpus.query(texts[i % n]) for i in range(queries)]
+    qvecs = corpus.vectors(queries)
+    embedder.put(qtexts, qvecs)
+    path = folder / f"fixed-{n}.db"
+    memory = SQLiteMemory(path, embedder=embedder, search_mode="vector")
+    for i in range(0, n, BATCH):
+        await memory.add([MemoryRecord(scope=USER, text=t) for t in texts[i : i + BATCH]])
+    store = memory.store
+    matrix = vectors.copy()
+    methods: dict[str, Callable[[int], Any]] = {
+        "memoryport vector search (public API)": lambda i: memory.search(qtexts[i], scope=USER, k=K),
+        "memoryport store alone (no guard)": lambda i: store.search(qtexts[i], scope=USER, k=K, filters=None),
+        "numpy brute force (einsum, 1 thread)": lambda i: topk(matrix, qvecs[i], blas=False),
+        "numpy brute force (X @ q, BLAS)": lambda i: topk(matrix, qvecs[i]),
+    }
+    times = await interleaved(methods, queries)
+    base = min(median_ms(t) for name, t in times.items() if name.startswith("numpy"))
+    rows = [
+        [name, n, median_ms(t), sorted(t)[int(len(t) * 0.95) - 1] * 1000, median_ms(t) / base]
+        for name, t in times.items()
+    ]
+    out = [f"\n### Fixed cost: vector search of {n:,} records, k={K}, {queries} interleaved queries\n"]
+    out.append(table(["method", "records", "median ms", "p95 ms", "x best numpy"], rows))
+    out += await profile_steps(memory, store, qtexts, qvecs, matrix)
+    await memory.aclose()
+    return out
+
+
+async def profile_steps(
+    memory: GuardedMemory[SQLiteStore], store: SQLiteStore, qtexts: list[str], qvecs: Any, matrix: Any
+) -> list[str]:
+    """Thread CPU time of each step of one search, run on this thread (no scheduler waits counted)."""
+    from memoryport.adapters.sqlite._rows import record_from_row
+    from memoryport.adapters.sqlite._search import rows_by_rid, search_hits
+    from memoryport.adapters.sqlite._vectors import embed
+
+    loop = asyncio.get_running_loop()
+    rids = list(range(1, K + 1))
+    conn = store.db.conn()
+
+    def hop() -> Any:
+        return loop.run_in_executor(store._pool, lambda: None)
+
+    steps: dict[str, Callable[[int], Any]] = {
+        "public search, whole": lambda i: memory.search(qtexts[i], scope=USER, k=K),
+        "embed the query (a lookup, normalised and checked)": lambda i: embed(store.embedder, [qtexts[i]]),  # type: ignore[arg-type]
+        "read transaction + exact ranking (numpy)": lambda i: store.db.read(
+            lambda c: store.vectors.ranking_job(c, qvecs[i], USER, K, None, 0)()
+        ),
+        "read transaction + ranking + 10 records and hits": lambda i: store.db.read(
+            lambda c: search_hits(store, c, qtexts[i], qvecs[i], "vector", USER, K, None)
+        ),
+        "10 records by rid, built": lambda i: [record_from_row(r) for r in rows_by_rid(conn, rids).values()],
+        "numpy einsum + argpartition alone": lambda i: topk(matrix, qvecs[i], blas=False),
+        "an empty hop to a worker thread and back (wall)": lambda i: hop(),
+    }
+    cpu: dict[str, list[float]] = {name: [] for name in steps}
+    for i in range(len(qtexts)):
+        for name, fn in steps.items():
+            wall = "wall" in name
+            start = time.perf_counter() if wall else time.thread_time()
+            result = fn(i)
+            if asyncio.iscoroutine(result) or asyncio.isfuture(result):
+                await result
+            cpu[name].append((time.perf_counter() if wall else time.thread_time()) - start)
+    rows = [[name, median_ms(t)] for name, t in cpu.items()]
+    return [
+        "\nWhere one search's time goes (median thread CPU ms of each step run alone on the caller's thread; "
+        "the hop is wall time):\n",
+        table(["step", "ms"], rows),
+    ]
+
+
+# -- goal 5: a million in one scope --------------------------------------------------------
+
+
+def real_vectors(n: int, rng: np.random.Generator) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Sums of two real MiniLM embeddings of LoCoMo turns, normalised; queries: real embeddings held out."""
+    files = sorted(LOCOMO_CACHE.glob("*.npz"))
+    if not files:
+        raise SystemExit(f"no embedding cache in {LOCOMO_CACHE}: run benchmarks/locomo.py --cache {LOCOMO_CACHE}")
+    with np.load(files[0]) as z:
+        rows = np.asarray(z["rows"], dtype=np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    order = rng.permutation(len(rows))
+    held, pool = rows[order[:200]], rows[order[200:]]
+    out = np.empty((n, rows.shape[1]), dtype=np.float32)
+    for at in range(0, n, 100_000):
+        m = min(100_000, n - at)
+        v = pool[rng.integers(0, len(pool), m)] + pool[rng.integers(0, len(pool), m)]
+        out[at : at + m] = v / np.linalg.norm(v, axis=1, keepdims=True)
+    return out, held
+
+
+def fresh_folder(folder: Path, name: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    if (folder / name).exists():
+        raise SystemExit(f"{folder / name} exists; remove it to build again")
+    return folder / name
+
+
+async def build(n: int, folder: Path, data: str) -> None:
+    path = fresh_folder(folder, f"{data}.db")
+    corpus = Corpus()
+    rng = np.random.default_rng(11)
+    real = real_vectors(n, rng) if data == "real" else None
+    vectors = np.lib.format.open_memmap(folder / f"{data}-vectors.npy", mode="w+", dtype=np.float32, shape=(n, DIM))
+    embedder = LookupEmbedder()
+    memory = SQLiteMemory(path, embedder=embedder, ann_threshold=None)
+    start = time.perf_counter()
+    for at in range(0, n, BATCH):
+        m = min(BATCH, n - at)
+        texts = [f"{at + i} {t}" for i, t in enumerate(corpus.texts(m))]
+        vectors[at : at + m] = corpus.vectors(m) if real is None else real[0][at : at + m]
+        embedder.table = {}
+        embedder.put(texts, vectors[at : at + m])
+        await memory.store.add([MemoryRecord(id=f"r{at + i}", scope=USER, text=t) for i, t in enumerate(texts)])
+        if at % 100_000 == 0:
+            print(f"{at:,} records, {time.perf_counter() - start:.0f} s", flush=True)
+    vectors.flush()
+    qvecs = corpus.vectors(200) if real is None else real[1]
+    qtexts = [corpus.query(corpus.texts(1)[0]) for _ in range(200)]
+    np.save(folder / f"{data}-queries.npy", qvecs)
+    save(folder / f"{data}-queries.json", json.dumps(qtexts))
+    print(f"written in {time.perf_counter() - start:.0f} s", flush=True)
+    await memory.aclose()
+    await prepare(folder, data)
+
+
+async def prepare(folder: Path, data: str) -> None:
+    """The exact top-10 of the queries (numpy) and the index of the built file, timed."""
+    print(f"exact top-{K} of the queries ...", flush=True)
+    truth = topk_chunked(NpyRows(folder / f"{data}-vectors.npy"), np.load(folder / f"{data}-queries.npy"))
+    np.save(folder / f"{data}-truth.npy", truth)
+    memory = SQLiteMemory(folder / f"{data}.db", embedder=LookupEmbedder(), ann_threshold=None)
+    start = time.perf_counter()
+    built = await memory.store.build_index(USER)
+    seconds = time.perf_counter() - start
+    save(folder / f"{data}-build.json", json.dumps({"indexed": built, "seconds": seconds}))
+    print(f"index of {built:,} vectors built in {seconds:.0f} s", flush=True)
+    await memory.aclose()
+
+
+def index_recall(n: int, data: str, queries: int) -> list[str]:
+    """Recall@10 of the index's algorithm (same code and parameters, vectors in RAM, no SQLite) at ``n``."""
+    from memoryport.adapters.sqlite import _ann
+
+    rng = np.random.default_rng(11)
+    if data == "real":
+        vectors, qvecs = real_vectors(n, rng)
+    else:
+        corpus = Corpus()
+        vectors = np.concatenate([corpus.vectors(min(100_000, n - at)) for at in range(0, n, 100_000)])
+        qvecs = corpus.vectors(queries)
+    qvecs = qvecs[:queries]
+    truth = topk_chunked(vectors, qvecs)
+    start = time.perf_counter()
+    nlist = _ann.nlist_for(n)
+    size = min(n, max(40 * nlist, 20_000))
+    centroids = _ann.kmeans(vectors[np.sort(rng.choice(n, size, replace=False))], nlist)
+    lists = _ann._nearest(vectors, centroids)
+    codes = _ann.codes_of(vectors)
+    seconds = time.perf_counter() - start
+    order = np.argsort(lists, kind="stable")
+    bounds = np.searchsorted(lists[order], np.arange(nlist + 1))
+    rows = []
+    for probe in (0.03, 0.05, 0.08):
+        for rerank in (128, 256, 512):
+            share = max(probe, _ann.MIN_SCAN / n)
+            nprobe = min(nlist, max(_ann.MIN_PROBE, int(np.ceil(nlist * share))))
+            found, scanned = [], []
+            for q in qvecs:
+                best = np.argpartition(-(centroids @ q), nprobe - 1)[:nprobe]
+                cand = np.concatenate([order[bounds[b] : bounds[b + 1]] for b in best])
+                scanned.append(len(cand))
+                pick = cand[_ann.shortlist(codes[cand], q, max(rerank, 32 * K))]
+                found.append(pick[topk(vectors[pick], q)])
+            rows.append([probe, nprobe, rerank, int(np.mean(scanned)), f"{recall(found, truth):.3f}"])
+    return [
+        f"\n### Recall@10 of the index's algorithm, {n:,} {data} vectors, {len(qvecs)} queries "
+        f"(nlist {nlist}; k-means + assignment {seconds:.0f} s)\n",
+        table(["probe share", "lists scanned", "re-ranked", "codes scanned", "recall@10"], rows),
+    ]
+
+
+class NpyRows:
+    """Rows of a 2-d .npy file read on demand (slices only): RAM stays at one chunk, no memory map."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        with open(path, "rb") as f:
+            major, _ = np.lib.format.read_magic(f)
+            read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+            shape, _, dtype = read_header(f)
+            self.offset = f.tell()
+        self.shape, self.dtype = shape, np.dtype(dtype)
+
+    def __len__(self) -> int:
+        return int(self.shape[0])
+
+    def __getitem__(self, rows: slice) -> np.ndarray[Any, Any]:
+        start, stop, _ = rows.indices(len(self))
+        width = int(self.shape[1])
+        with open(self.path, "rb") as f:
+            f.seek(self.offset + start * width * self.dtype.itemsize)
+            flat = np.fromfile(f, dtype=self.dtype, count=(stop - start) * width)
+        return flat.reshape(stop - start, width)
+
+
+def topk_chunked(matrix: Any, q: np.ndarray[Any, Any], chunk: int = 100_000) -> np.ndarray[Any, Any]:
+    """Exact top-k of each row of ``q`` (a batch of queries), streaming ``matrix`` once in chunks."""
+    queries = np.atleast_2d(q)
+    best_scores = np.full((len(queries), K), -np.inf, dtype=np.float32)
+    best_ids = np.zeros((len(queries), K), dtype=np.int64)
+    for at in range(0, len(matrix), chunk):
+        scores = queries @ np.asarray(matrix[at : at + chunk]).T  # (queries, chunk)
+        ids = np.broadcast_to(np.arange(at, at + scores.shape[1]), scores.shape)
+        merged_scores = np.concatenate([best_scores, scores], axis=1)
+        merged_ids = np.concatenate([best_ids, ids], axis=1)
+        top = np.argpartition(-merged_scores, K - 1, axis=1)[:, :K]
+        best_scores = np.take_along_axis(merged_scores, top, axis=1)
+        best_ids = np.take_along_axis(merged_ids, top, axis=1)
+    order = np.argsort(-best_scores, axis=1)
+    out: np.ndarray[Any, Any] = np.take_along_axis(best_ids, order, axis=1)
+    return out if q.ndim == 2 else out[0]
+
+
+OPEN_SCRIPT = """
+import asyncio, json, sys, time
+import numpy as np
+start = time.perf_counter()
+from memoryport import SQLiteMemory, MemoryScope
+from benchmarks.sqlite_bench import LookupEmbedder
+from benchmarks.sqlite_ann_bench import rss_mb
+path, queries, threshold = sys.argv[1], sys.argv[2], sys.argv[3]
+q = np.load(queries)[0]
+emb = LookupEmbedder(); emb.put(["first query"], q[None, :])
+t0 = time.perf_counter()
+limit = None if threshold == "none" else int(threshold)
+memory = SQLiteMemory(path, embedder=emb, search_mode="vector", ann_threshold=limit)
+t1 = time.perf_counter()
+hits = asyncio.run(memory.search("first query", scope=MemoryScope(user_id="bench"), k=10))
+t2 = time.perf_counter()
+times = {"open_ms": (t1 - t0) * 1000, "first_search_ms": (t2 - t1) * 1000}
+print(json.dumps({**times, "rss_mb": rss_mb(), "hits": len(hits)}))
+memory.close()
+"""
+
+
+def fresh_process(path: Path, queries: Path, threshold: str) -> dict[str, Any]:
+    """Open the file and search once in a new process: what a restarted application pays."""
+    out = subprocess.run(
+        [sys.executable, "-c", OPEN_SCRIPT, str(path), str(queries), threshold],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def recall(found: Sequence[Sequence[int]], truth: np.ndarray[Any, Any]) -> float:
+    return float(np.mean([len(set(map(int, f)) & set(t.tolist())) / K for f, t in zip(found, truth, strict=False)]))
+
+
+async def million(folder: Path, data: str, queries: int, exact: bool, peers: Sequence[str]) -> list[str]:
+    path = folder / f"{data}.db"
+    qvecs = np.load(folder / f"{data}-queries.npy")[:queries]
+    qtexts = load_json(folder / f"{data}-queries.json")[:queries]
+    truth = np.load(folder / f"{data}-truth.npy")[:queries]
+    built = load_json(folder / f"{data}-build.json")
+    out = [f"\n### One scope of {built['indexed']:,} records ({data} vectors), k={K}, {queries} queries\n"]
+    cold = fresh_process(path, folder / f"{data}-queries.npy", "50000")
+    rows = [["with the index (default)", cold["open_ms"], cold["first_search_ms"], cold["rss_mb"]]]
+    if exact:
+        cold_exact = fresh_process(path, folder / f"{data}-queries.npy", "none")
+        rows.append(
+            ["exact (ann_threshold=None)", cold_exact["open_ms"], cold_exact["first_search_ms"], cold_exact["rss_mb"]]
+        )
+    out.append("Opening the file and the first vector search, in a fresh process:\n")
+    out.append(table(["search", "open ms", "first search ms", "resident MB after"], rows))
+    out.append(
+        f"\nIndex build: {built['seconds']:.0f} s for {built['indexed']:,} vectors (k-means, assignment, one write)."
+    )
+
+    embedder = LookupEmbedder()
+    embedder.put(qtexts, qvecs)
+    memories = {
+        mode: SQLiteMemory(path, embedder=embedder, search_mode=mode) for mode in ("vector", "keyword", "hybrid")
+    }
+    rss0 = rss_mb()
+    await memories["vector"].search(qtexts[0], scope=USER, k=K)
+    methods: dict[str, Callable[[int], Any]] = {
+        "memoryport vector (index)": lambda i: memories["vector"].search(qtexts[i], scope=USER, k=K),
+        "memoryport keyword (FTS5 BM25)": lambda i: memories["keyword"].search(qtexts[i], scope=USER, k=K),
+        "memoryport hybrid (index + FTS5)": lambda i: memories["hybrid"].search(qtexts[i], scope=USER, k=K),
+    }
+    ids: dict[str, list[list[int]]] = {}
+
+    # Records were added in order: record rid - 1 is row rid - 1 of the vectors file.
+    position = dict(
+        memories["vector"].store.db.read(lambda conn: conn.execute("SELECT id, rid - 1 FROM records").fetchall())
+    )
+
+    async def ours(i: int) -> list[int]:
+        hits = await memories["vector"].search(qtexts[i], scope=USER, k=K)
+        return [int(position[h.record.id]) for h in hits]
+
+    ids["memoryport vector (index)"] = [await ours(i) for i in range(queries)]
+    index_rss = rss_mb() - rss0
+    notes: list[str] = []
+    skipped: list[str] = []
+    matrix = np.ascontiguousarray(np.load(folder / f"{data}-vectors.npy"))
+    methods["numpy brute force (X @ q, BLAS)"] = lambda i: topk(matrix, qvecs[i])
+    rounds: list[tuple[str, dict[str, Callable[[int], Any]]]] = [("memoryport, all modes", methods)]
+    exact_memory = None
+    if exact:
+        exact_memory = SQLiteMemory(path, embedder=embedder, search_mode="vector", ann_threshold=None)
+        await exact_memory.search(qtexts[0], scope=USER, k=K)
+        rounds.append(
+            (
+                "exact scan",
+                {
+                    "memoryport vector (index)": methods["memoryport vector (index)"],
+                    "memoryport vector, exact scan (ann_threshold=None)": lambda i: exact_memory.search(
+                        qtexts[i], scope=USER, k=K
+                    ),  # type: ignore[union-attr]
+                    "numpy brute force (X @ q, BLAS)": methods["numpy brute force (X @ q, BLAS)"],
+                },
+            )
+        )
+    rows: list[list[Any]] = []
+    for label, group in rounds:
+        times = await interleaved(group, queries)
+        rows += round_rows(label, times, ids, truth)
+        if exact_memory is not None and label == "exact scan":
+            await exact_memory.aclose()  # its 1.5 GB block goes before the peers' indexes come
+            exact_memory = None
+            gc.collect()
+    for peer in peers:
+        made = make_peer(peer, matrix, truth, qvecs)
+        if made is None:
+            skipped.append(peer)
+            continue
+        name, search, note = made
+        ids[name] = [list(search(i)) for i in range(queries)]
+        notes.append(f"{name}: {note}")
+        group = {
+            "memoryport vector (index)": methods["memoryport vector (index)"],
+            name: search,
+            "numpy brute force (X @ q, BLAS)": methods["numpy brute force (X @ q, BLAS)"],
+        }
+        rows += round_rows(name, await interleaved(group, queries), ids, truth)
+        del made, search, group
+        gc.collect()
+    out.append(
+        f"\nSearch latency, interleaved query by query within each round (load at the end: {os.getloadavg()[0]:.1f}):\n"
+    )
+    out.append(table(["round", "method", "median ms", "p95 ms", "x numpy (round)", "recall@10 vs exact"], rows))
+    out.append(
+        f"\nResident memory: the index's centroids and lists read by {queries} queries added "
+        f"{index_rss:,.0f} MB to this process (a fresh process held {cold['rss_mb']:,.0f} MB after one search)."
+    )
+    out += [f"- {note}" for note in notes]
+    if skipped:
+        out.append(f"- not installed: {', '.join(skipped)} (`pip install faiss-cpu hnswlib usearch`)")
+    for m in memories.values():
+        await m.aclose()
+    return out
+
+
+def round_rows(
+    label: str, times: dict[str, list[float]], ids: dict[str, list[list[int]]], truth: Any
+) -> list[list[Any]]:
+    base = median_ms(times["numpy brute force (X @ q, BLAS)"])
+    rows = []
+    for name, t in times.items():
+        if name in ids:
+            r = f"{recall(ids[name], truth):.3f}"
+        elif "exact" in name or "numpy" in name:
+            r = "1 (exact)"
+        else:
+            r = ""
+        rows.append([label, name, median_ms(t), sorted(t)[int(len(t) * 0.95) - 1] * 1000, median_ms(t) / base, r])
+    return rows
+
+
+def make_peer(peer: str, matrix: Any, truth: Any, qvecs: Any) -> tuple[str, Callable[[int], Any], str] | None:
+    """A peer index over the same vectors, tuned to reach recall@10 >= 0.95 where it can."""
+    start = time.perf_counter()
+    if peer == "faiss-ivf":
+        try:
+            import faiss
+        except ImportError:
+            return None
+        nlist = 1024
+        quantizer = faiss.IndexFlatIP(matrix.shape[1])
+        index = faiss.IndexIVFFlat(quantizer, matrix.shape[1], nlist, faiss.METRIC_INNER_PRODUCT)
+        index.train(matrix[np.random.default_rng(0).choice(len(matrix), 50_000, replace=False)])
+        index.add(matrix)
+        index.nprobe = tune(
+            lambda p: setattr(index, "nprobe", p),
+            lambda q: index.search(q[None, :], K)[1][0],
+            qvecs,
+            truth,
+            [8, 16, 32, 64, 128],
+        )
+        return (
+            "FAISS IVF-Flat",
+            lambda i: index.search(qvecs[i][None, :], K)[1][0],
+            f"nlist {nlist}, nprobe {index.nprobe}, built in {time.perf_counter() - start:.0f} s",
+        )
+    if peer == "faiss-hnsw":
+        try:
+            import faiss
+        except ImportError:
+            return None
+        index = faiss.IndexHNSWFlat(matrix.shape[1], 32, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = 80
+        index.add(matrix)
+        ef = tune(
+            lambda e: setattr(index.hnsw, "efSearch", e),
+            lambda q: index.search(q[None, :], K)[1][0],
+            qvecs,
+            truth,
+            [32, 64, 128, 256],
+        )
+        index.hnsw.efSearch = ef
+        return (
+            "FAISS HNSW",
+            lambda i: index.search(qvecs[i][None, :], K)[1][0],
+            f"M 32, efC 80, ef {ef}, built in {time.perf_counter() - start:.0f} s",
+        )
+    if peer == "hnswlib":
+        try:
+            import hnswlib
+        except ImportError:
+            return None
+        index = hnswlib.Index(space="ip", dim=matrix.shape[1])
+        index.init_index(max_elements=len(matrix), M=16, ef_construction=100)
+        index.add_items(matrix, num_threads=2)
+        ef = tune(index.set_ef, lambda q: index.knn_query(q, k=K)[0][0], qvecs, truth, [32, 64, 128, 256])
+        index.set_ef(ef)
+        return (
+            "hnswlib HNSW",
+            lambda i: index.knn_query(qvecs[i], k=K)[0][0],
+            f"M 16, efC 100, ef {ef}, built in {time.perf_counter() - start:.0f} s",
+        )
+    if peer == "usearch":
+        try:
+            from usearch.index import Index
+        except ImportError:
+            return None
+        index = Index(ndim=matrix.shape[1], metric="ip", dtype="f32", connectivity=16, expansion_add=100)
+        index.add(np.arange(len(matrix)), matrix, threads=2)
+
+        def set_ef(e: int) -> None:
+            index.expansion_search = e
+
+        ef = tune(set_ef, lambda q: index.search(q, K).keys, qvecs, truth, [32, 64, 128, 256])
+        set_ef(ef)
+        return (
+            "usearch HNSW (f32)",
+            lambda i: index.search(qvecs[i], K).keys,
+            f"M 16, efC 100, ef {ef}, built in {time.perf_counter() - start:.0f} s",
+        )
+    raise SystemExit(f"unknown peer {peer!r}")
+
+
+def tune(
+    set_param: Callable[[int], Any], search: Callable[[Any], Any], qvecs: Any, truth: Any, values: Sequence[int]
+) -> int:
+    """The smallest value reaching recall@10 >= 0.95 on the first 50 queries (else the largest)."""
+    for value in values:
+        set_param(value)
+        if recall([list(search(q)) for q in qvecs[:50]], truth[:50]) >= 0.95:
+            return value
+    return values[-1]
+
+
+# -- main --------------------------------------------------------------------------------
+
+
+async def main(argv: Sequence[str] | None = None) -> str:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.sqlite_ann_bench", description=__doc__.split("\n")[0])
+    parser.add_argument("what", nargs="?", choices=["fixed", "build", "prepare", "million", "recall"], default="fixed")
+    parser.add_argument("--n", type=int, default=10_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--dir", default=None, help="folder of the built file (build, million)")
+    parser.add_argument("--data", choices=["synth", "real"], default="synth")
+    parser.add_argument("--no-exact", action="store_true", help="million: skip the exact scan and numpy (1.5 GB each)")
+    parser.add_argument("--peers", nargs="*", default=["faiss-ivf", "faiss-hnsw", "hnswlib", "usearch"])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: checks that the harness runs")
+    parser.add_argument("--out", default=None, help="also write the tables to this Markdown file")
+    args = parser.parse_args(argv)
+    lines = [
+        f"Python {platform.python_version()}, numpy {np.__version__}, {os.cpu_count()} cores, "
+        f"load {os.getloadavg()[0]:.1f}, command: `python -m benchmarks.sqlite_ann_bench "
+        f"{' '.join(argv if argv is not None else sys.argv[1:])}`"
+    ]
+    if args.quick:
+        with tempfile.TemporaryDirectory() as tmp:
+            lines += await fixed(2_000, 20, Path(tmp))
+            await build(3_000, Path(tmp) / "m", "synth")
+            lines += await million(Path(tmp) / "m", "synth", 20, exact=True, peers=[])
+    elif args.what == "fixed":
+        with tempfile.TemporaryDirectory() as tmp:
+            lines += await fixed(args.n, args.queries, Path(tmp))
+    elif args.what == "build":
+        await build(args.n, Path(args.dir or "ann-bench"), args.data)
+    elif args.what == "recall":
+        lines += index_recall(args.n, args.data, args.queries)
+    elif args.what == "prepare":
+        await prepare(Path(args.dir or "ann-bench"), args.data)
+    else:
+        gc.collect()
+        lines += await million(Path(args.dir or "ann-bench"), args.data, args.queries, not args.no_exact, args.peers)
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        save(Path(args.out), text)
+    return text
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
