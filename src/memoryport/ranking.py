@@ -14,6 +14,9 @@ unit-tested) in one place. Nothing here touches a database or numpy:
   scores: memories written one after another (the turns of a conversation)
   share context, and an answer often sits next to the turn that matched;
 - :func:`reciprocal_rank_fusion` is the rank-only alternative to :func:`fuse`;
+- :func:`query_dates` finds the calendar dates a query names ("on 7 July,
+  2023", "in May 2022") and :func:`date_boost` lifts the candidates written
+  in (or just after) that span, by their ``created_at``;
 - :func:`rerank` orders fused candidates by a :class:`~memoryport.RerankerPort`
   and keeps the fused order (with a WARNING) when the reranker fails;
   :func:`rerank_pool` says how many candidates to fetch for it.
@@ -33,6 +36,7 @@ import logging
 import math
 import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta, timezone
 from typing import TypeVar
 
 from ._records import MemoryHit
@@ -41,6 +45,9 @@ from ._rerank import RerankerPort, check_scores
 __all__ = [
     "BM25_B",
     "BM25_K1",
+    "DATE_GRACE",
+    "DATE_SCALE",
+    "DATE_WEIGHT",
     "KEYWORD_WEIGHT",
     "NEIGHBOUR_WEIGHT",
     "NEIGHBOUR_WINDOW",
@@ -48,8 +55,10 @@ __all__ = [
     "STOPWORDS",
     "bm25_idf",
     "bm25_length_factor",
+    "date_boost",
     "fuse",
     "normalise",
+    "query_dates",
     "query_terms",
     "reciprocal_rank_fusion",
     "rerank",
@@ -328,3 +337,136 @@ async def rerank(reranker: RerankerPort, query: str, hits: Sequence[MemoryHit], 
         return list(hits)
     order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))
     return [MemoryHit(record=hits[i].record, score=scores[i], signal=hits[i].signal) for i in order]
+
+
+DATE_WEIGHT = 0.5
+"""How much :func:`date_boost` adds to a candidate written within the span a query names (0 turns it off)."""
+
+DATE_GRACE = timedelta(days=7)
+"""A memory written this long after the span still counts as in it: people tell of an event days later."""
+
+DATE_SCALE = timedelta(days=3)
+"""Outside the span (and its grace), the boost halves about every 0.7 × this (``exp(-gap / scale)``)."""
+
+_MONTHS = {
+    name: number
+    for number, names in enumerate(
+        (
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ),
+        start=1,
+    )
+    for name in names
+}
+_MONTH = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_YEAR = r"((?:1[89]|2[01])\d\d)"
+_DAY = r"([0-3]?\d)(?:st|nd|rd|th)?"
+_DATE_PATTERNS = (
+    ("day", re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b", re.IGNORECASE), (3, 2, 1)),
+    ("day", re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+{_YEAR}\b", re.IGNORECASE), (3, 1, 2)),
+    ("day", re.compile(r"\b((?:1[89]|2[01])\d\d)-(\d\d)-(\d\d)\b"), (1, 2, 3)),
+    ("month", re.compile(rf"\b{_MONTH},?\s+(?:of\s+)?{_YEAR}\b", re.IGNORECASE), (2, 1)),
+    ("year", re.compile(rf"\b(?:in|during|of|since|from|for)\s+{_YEAR}\b", re.IGNORECASE), (1,)),
+)
+
+
+def query_dates(query: str) -> tuple[datetime, datetime] | None:
+    """The calendar span a query names explicitly, as ``[start, end)`` in UTC, or None.
+
+    Understood, in English: a day (``"on 7 July, 2023"``, ``"May 23, 2023"``,
+    ``"2023-05-23"``), a month (``"in July 2023"``), a year (``"in 2022"``,
+    ``"during 2022"``). The most precise one found wins (a day that does not
+    exist, ``"31 June 2023"``, counts as its month). Relative phrases ("last week") and a
+    month without a year are left alone: they depend on a "now" the store
+    does not know (a host can pass ``since``/``until`` for those).
+
+    Example:
+        >>> start, end = query_dates("What did Ann cook on 7 July, 2023?")
+        >>> start.date().isoformat(), end.date().isoformat()
+        ('2023-07-07', '2023-07-08')
+        >>> [d.date().isoformat() for d in query_dates("any news in May 2022?")]
+        ['2022-05-01', '2022-06-01']
+        >>> query_dates("what did I do last week?") is None
+        True
+    """
+    for kind, pattern, groups in _DATE_PATTERNS:
+        for match in pattern.finditer(query):
+            parts = [match.group(g) for g in groups]
+            try:
+                year = int(parts[0])
+                month = 1 if kind == "year" else int(parts[1]) if parts[1].isdigit() else _MONTHS[parts[1].lower()]
+                day = int(parts[2]) if kind == "day" else 1
+                start = datetime(year, month, day, tzinfo=timezone.utc)
+            except (ValueError, KeyError):
+                continue
+            if kind == "day":
+                return start, start + timedelta(days=1)
+            if kind == "month":
+                return start, datetime(year + month // 12, month % 12 + 1, 1, tzinfo=timezone.utc)
+            return start, datetime(year + 1, 1, 1, tzinfo=timezone.utc)
+    return None
+
+
+def date_boost(
+    scores: Sequence[tuple[K, float]],
+    created: Mapping[K, datetime],
+    span: tuple[datetime, datetime] | None,
+    *,
+    weight: float = DATE_WEIGHT,
+    grace: timedelta = DATE_GRACE,
+    scale: timedelta = DATE_SCALE,
+) -> list[tuple[K, float]]:
+    """Lift the candidates written within ``span`` (see :func:`query_dates`), and re-rank.
+
+    A question that names a date ("What did Ann cook on 7 July, 2023?") is
+    about the memories written then. Each candidate gets ``weight`` when its
+    ``created_at`` lies in ``[start, end + grace)``, and ``weight *
+    exp(-gap / scale)`` when it lies ``gap`` outside that; the rest of the
+    ranking is kept. Nothing is filtered out: a date in a question is a
+    hint, not a filter (use ``since``/``until`` for a filter).
+
+    Args:
+        scores: ``(key, score)`` pairs, best first (normalised scores).
+        created: key -> the record's ``created_at`` (aware); keys missing here get nothing.
+        span: ``(start, end)`` or None (then ``scores`` come back as they are).
+        weight: the lift inside the span (0 turns it off).
+        grace: how long after the span still counts as inside.
+        scale: how fast the lift fades outside.
+
+    Returns:
+        ``(key, score)`` pairs, best first; ties broken by the input order.
+
+    Example:
+        >>> from datetime import datetime, timezone
+        >>> day = lambda d: datetime(2023, 7, d, tzinfo=timezone.utc)
+        >>> span = query_dates("on 7 July 2023")
+        >>> date_boost([("a", 0.9), ("b", 0.6)], {"a": day(1), "b": day(8)}, span)
+        [('b', 1.1), ('a', 0.9...)]
+    """
+    if weight < 0:
+        raise ValueError("weight must not be negative")
+    if span is None or not weight or not scores:
+        return list(scores)
+    start, end = span
+    end = end + grace
+    seconds = max(scale.total_seconds(), 1.0)
+    out: list[tuple[K, float]] = []
+    for key, score in scores:
+        at = created.get(key)
+        if at is not None:
+            gap = max((start - at).total_seconds(), (at - end).total_seconds(), 0.0)
+            score += weight * math.exp(-gap / seconds)
+        out.append((key, score))
+    order = {key: i for i, (key, _) in enumerate(scores)}
+    return sorted(out, key=lambda kv: (-kv[1], order[kv[0]]))
