@@ -16,7 +16,7 @@ from memoryport._embedding import EmbeddingPort
 from memoryport._guard import GuardedMemory, GuardOptions, retention_period
 from memoryport._rerank import RerankerPort
 from memoryport._sync import run_sync
-from memoryport.ranking import NEIGHBOUR_WEIGHT, NEIGHBOUR_WINDOW
+from memoryport.ranking import DATE_WEIGHT, NEIGHBOUR_WEIGHT, NEIGHBOUR_WINDOW
 
 from ._driver import available_drivers, load_driver
 from ._graph import SQLiteGraph
@@ -56,6 +56,7 @@ def SQLiteMemory(
     min_similarity: float = 0.0,
     inline_writes: bool = True,
     ann_threshold: int | None = ANN_THRESHOLD,
+    date_weight: float = DATE_WEIGHT,
     **guard: Unpack[GuardOptions],
 ) -> GuardedMemory[SQLiteStore]:
     """Long-term memory in one SQLite file: FTS5 keyword search, optional vectors, real erasure.
@@ -121,6 +122,10 @@ def SQLiteMemory(
             docs/sqlite.md, "The vector index"), built in the background by the
             first search that finds it missing; below it, and for narrower
             scopes, vector search is exact. ``None``: always exact.
+        date_weight: keyword and hybrid search lift records written on the
+            date a query names ("on 7 July, 2023", "in May 2022": see
+            :func:`memoryport.ranking.query_dates`) by this much (normalised
+            scores; 0 turns it off). A query without a date is unaffected.
         **guard: the guard's options (:class:`~memoryport.GuardOptions`);
             ``retention_days`` also makes the store delete records past it on
             every write to their user and on ``purge()``.
@@ -156,6 +161,7 @@ def SQLiteMemory(
         min_similarity=min_similarity,
         inline_writes=inline_writes,
         ann_threshold=ann_threshold,
+        date_weight=date_weight,
     )
     return GuardedMemory(store, **guard)
 

@@ -10,21 +10,23 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from memoryport import ranking
 from memoryport._port import SearchResults
 from memoryport._records import MemoryHit, MemoryScope, utcnow
+from memoryport.storekit import chunks
 
 from . import _ann
 from ._keyword import keyword_ranking
-from ._rows import COLUMNS, Cond, Conn, built, filter_sql, record_from_row, scope_sql, tenant_token, us
+from ._rows import COLUMNS, Cond, Conn, built, dt, filter_sql, record_from_row, scope_sql, tenant_token, us
 from ._vectors import F32
 
 if TYPE_CHECKING:
     from ._store import SQLiteStore
 
-__all__ = ["NEIGHBOUR_SCAN", "neighbours", "recent", "rows_by_rid", "search_hits"]
+__all__ = ["NEIGHBOUR_SCAN", "dated", "neighbours", "recent", "rows_by_rid", "search_hits"]
 
 # How many of a user's records on each side of a candidate the neighbour lookup reads.
 NEIGHBOUR_SCAN = 16
@@ -94,7 +96,8 @@ def search_hits(
         )
         ranked = ranking.spread_to_neighbours(
             scored, near, weight=store.context_weight, only_scored=signal == "keyword"
-        )[:k]
+        )
+        ranked = dated(conn, query, ranked, store.date_weight)[:k]
     rows = rows_by_rid(conn, [rid for rid, _ in ranked])
     # Built, not validated (see _rows.built); a non-finite score (a bug) still goes through validation.
     return [
@@ -139,6 +142,16 @@ def vector_job(
         else:
             store.maybe_build(conn, scope, None)
     return store.vectors.ranking_job(conn, qvec, scope, limit, filters, now, load=load)
+def dated(conn: Conn, query: str, ranked: list[tuple[int, float]], weight: float) -> list[tuple[int, float]]:
+    """``ranked`` with the records written on the date the query names lifted (:func:`ranking.date_boost`)."""
+    span = ranking.query_dates(query) if weight else None
+    if span is None or not ranked:
+        return ranked
+    created: dict[int, datetime] = {}
+    for chunk in chunks([rid for rid, _ in ranked]):
+        found = conn.execute(f"SELECT rid, created_at FROM records WHERE rid IN ({','.join('?' * len(chunk))})", chunk)
+        created.update((int(rid), dt(int(at))) for rid, at in found)
+    return ranking.date_boost(ranked, created, span, weight=weight)
 
 
 def neighbours(

@@ -129,6 +129,7 @@ class SQLiteStore:
         min_similarity: float = 0.0,
         inline_writes: bool = True,
         ann_threshold: int | None = ANN_THRESHOLD,
+        date_weight: float = ranking.DATE_WEIGHT,
     ) -> None:
         if not isinstance(durability, str) or durability not in DURABILITY:
             raise InvalidInput(
@@ -151,6 +152,7 @@ class SQLiteStore:
         min_similarity = check_number(min_similarity, "min_similarity", minimum=-1.0, maximum=1.0)
         if ann_threshold is not None:
             ann_threshold = check_int(ann_threshold, "ann_threshold", minimum=1)
+        date_weight = check_number(date_weight, "date_weight", minimum=0.0, maximum=1.0)
         if search_mode not in ("hybrid", "vector", "keyword"):
             raise InvalidInput("search_mode must be 'hybrid', 'vector' or 'keyword'", field="search_mode")
         self.search_mode: SearchMode = search_mode  # type: ignore[assignment]  # one of three, checked above
@@ -169,6 +171,7 @@ class SQLiteStore:
         self.context_window = context_window
         self.min_similarity = min_similarity
         self.ann_params = None if ann_threshold is None else AnnParams(threshold=ann_threshold)
+        self.date_weight = date_weight
         self._closed = False
         self._builds: dict[str, threading.Thread] = {}
         create_file(self.path)

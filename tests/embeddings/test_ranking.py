@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pytest
 
 from memoryport import CallableEmbedder, GuardedMemory, MemoryRecord, MemoryScope
@@ -210,3 +212,34 @@ def test_neighbours_skip_other_sessions_written_in_between(tmp_path: object) -> 
     assert texts(hits) == ["What did you paint?", "A sunset over the lake!"]
     assert hits[1].score >= 0.4 * 0.99  # lifted as the distance-1 neighbour of the match
     memory.close()
+
+
+DIARY = [
+    ("Ann: hiking by the lake.", datetime(2023, 3, 4, 10, tzinfo=timezone.utc)),
+    ("Ann: hiking up the hill.", datetime(2023, 7, 8, 10, tzinfo=timezone.utc)),
+    ("Ann: hiking on the coast.", datetime(2023, 11, 20, 10, tzinfo=timezone.utc)),
+]
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+def test_a_date_in_the_query_lifts_records_written_then(tmp_path: object, mode: str) -> None:
+    emb = CallableEmbedder(bow, dim=8, name="bow")
+    memory = SQLiteMemory(f"{tmp_path}/d.db", embedder=emb, search_mode=mode)
+    plain = SQLiteMemory(f"{tmp_path}/p.db", embedder=emb, search_mode=mode, date_weight=0)
+    for m in (memory, plain):
+        m.add_sync([MemoryRecord(scope=ANN, text=t, created_at=at) for t, at in DIARY])
+    assert texts(memory.search_sync("Where did Ann hike on 8 July 2023?", scope=ANN, k=1)) == [DIARY[1][0]]
+    assert texts(memory.search_sync("Where did Ann hike in November 2023?", scope=ANN, k=1)) == [DIARY[2][0]]
+    # a hint, not a filter: the other records still come back; without a date, or with the boost off, no edge
+    assert len(memory.search_sync("Where did Ann hike on 8 July 2023?", scope=ANN, k=3)) == 3
+    undated = texts(memory.search_sync("Where did Ann hike?", scope=ANN, k=3))
+    assert undated == texts(plain.search_sync("Where did Ann hike on 8 July 2023?", scope=ANN, k=3))
+    for m in (memory, plain):
+        m.close()
+
+
+def test_date_weight_is_checked(tmp_path: object) -> None:
+    from memoryport import InvalidInput
+
+    with pytest.raises(InvalidInput, match="date_weight"):
+        SQLiteMemory(f"{tmp_path}/x.db", date_weight=2)
