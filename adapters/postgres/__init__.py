@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from memoryport._embedding import EmbeddingPort
 from memoryport._guard import GuardedMemory, GuardOptions, retention_period
-from memoryport.ranking import NEIGHBOUR_WEIGHT, NEIGHBOUR_WINDOW
+from memoryport.ranking import DATE_WEIGHT, NEIGHBOUR_WEIGHT, NEIGHBOUR_WINDOW
 
 from ._schema import SCHEMA_VERSION
 from ._schema import migrate as _migrate
@@ -41,6 +41,7 @@ def PostgresMemory(
     context_weight: float = NEIGHBOUR_WEIGHT,
     context_window: int = NEIGHBOUR_WINDOW,
     durability: str | None = None,
+    date_weight: float = DATE_WEIGHT,
     **guard: Unpack[GuardOptions],
 ) -> GuardedMemory[PostgresStore]:
     """Long-term memory in PostgreSQL: full-text and pgvector search, row-level security, real erasure.
@@ -90,6 +91,8 @@ def PostgresMemory(
             crash can lose the last moments' transactions (at most
             3 × ``wal_writer_delay``, 0.6 s by default), never consistency; a
             one-record add no longer waits for the disk. ``"full"``: ``on``.
+        date_weight: the lift of records written on the date a query names,
+            as in :class:`~memoryport.SQLiteMemory`.
         **guard: the guard's options (:class:`~memoryport.GuardOptions`);
             ``retention_days`` also makes the store's own queries skip older records.
 
@@ -122,6 +125,7 @@ def PostgresMemory(
         context_weight=context_weight,
         context_window=context_window,
         durability=durability,
+        date_weight=date_weight,
     )
     return GuardedMemory(store, **guard)
 

@@ -8,7 +8,7 @@ neighbour lift) is :mod:`memoryport.ranking`, shared with SQLite.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from memoryport import ranking
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from ._store import PostgresStore
 
-__all__ = ["NEIGHBOUR_SCAN", "neighbours", "recent", "rows_by_rid", "search_hits"]
+__all__ = ["NEIGHBOUR_SCAN", "dated", "neighbours", "recent", "rows_by_rid", "search_hits"]
 
 # How many of a user's records on each side of a candidate the neighbour lookup reads.
 NEIGHBOUR_SCAN = 16
@@ -83,11 +83,27 @@ async def search_hits(
         near = await neighbours(store, cur, scope, [rid for rid, _ in scored], filters, now, span)
         ranked = ranking.spread_to_neighbours(
             scored, near, weight=store.context_weight, only_scored=signal == "keyword"
-        )[:k]
+        )
+        ranked = (await dated(store, cur, query, ranked))[:k]
     rows = await rows_by_rid(store, cur, [rid for rid, _ in ranked])
     return [
         MemoryHit(record=record_from_row(rows[rid]), score=score, signal=signal) for rid, score in ranked if rid in rows
     ]
+
+
+async def dated(
+    store: PostgresStore, cur: AsyncCursor[Any], query: str, ranked: list[tuple[int, float]]
+) -> list[tuple[int, float]]:
+    """``ranked`` with the records written on the date the query names lifted (:func:`ranking.date_boost`)."""
+    span = ranking.query_dates(query) if store.date_weight else None
+    if span is None or not ranked:
+        return ranked
+    await cur.execute(
+        f"SELECT r.rid, r.created_at FROM {store.quoted_schema}.records r WHERE r.rid = ANY(%s)",
+        ([rid for rid, _ in ranked],),
+    )
+    created = {int(rid): at.astimezone(timezone.utc) for rid, at in await cur.fetchall()}
+    return ranking.date_boost(ranked, created, span, weight=store.date_weight)
 
 
 async def neighbours(

@@ -90,6 +90,7 @@ class PostgresStore:
         context_window: int = ranking.NEIGHBOUR_WINDOW,
         connect_timeout: float = 30.0,
         durability: str | None = None,
+        date_weight: float = ranking.DATE_WEIGHT,
     ) -> None:
         if embedder is not None and not isinstance(embedder, EmbeddingPort):
             raise UsageError(f"embedder must be an EmbeddingPort, not {type(embedder).__name__}")
@@ -101,6 +102,7 @@ class PostgresStore:
         check_int(hnsw_ef_construction, "hnsw_ef_construction", minimum=4)
         check_int(context_window, "context_window", minimum=0)
         context_weight = check_number(context_weight, "context_weight", minimum=0.0, maximum=1.0)
+        date_weight = check_number(date_weight, "date_weight", minimum=0.0, maximum=1.0)
         if not (durability is None or (isinstance(durability, str) and durability in DURABILITY)):
             raise InvalidInput(
                 f"durability must be 'normal', 'full' or None (the server's setting), not {durability!r}",
@@ -136,6 +138,7 @@ class PostgresStore:
         self.hnsw_ef_construction = hnsw_ef_construction
         self.context_weight = context_weight
         self.context_window = context_window
+        self.date_weight = date_weight
         self.rls_enforced: bool | None = None
         caps = {
             Capability.SESSION_SCOPE,

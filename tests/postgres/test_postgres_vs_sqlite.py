@@ -44,3 +44,27 @@ async def test_top_results_agree(pg: Server, tmp_path: Path, mode: str) -> None:
     finally:
         await sqlite.aclose()
         await postgres.aclose()
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+async def test_a_date_in_the_query_lifts_the_same_records(pg: Server, tmp_path: Path, mode: str) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    ann = MemoryScope(user_id="ann")
+    start = datetime(2023, 1, 15, 9, tzinfo=timezone.utc)
+    # one record a month, each with the same words: only the date tells them apart
+    records = [(f"ann hiked the {w} trail", start + timedelta(days=30 * i)) for i, w in enumerate(WORDS[:12])]
+    embedder = bow_embedder()
+    sqlite = SQLiteMemory(tmp_path / "d.db", embedder=embedder, search_mode=mode)
+    postgres = PostgresMemory(pg.app_dsn, embedder=embedder, schema=fresh_schema(), search_mode=mode)
+    try:
+        for memory in (sqlite, postgres):
+            await memory.add([MemoryRecord(scope=ann, text=t, created_at=at) for t, at in records])
+        for query, expected in [("where did ann hike in June 2023?", records[5][0]),
+                                ("ann hiked on 16 March, 2023", records[2][0])]:
+            for memory in (sqlite, postgres):
+                hits = await memory.search(query, scope=ann, k=3)
+                assert hits[0].record.text == expected, (memory, query, [h.record.text for h in hits])
+    finally:
+        await sqlite.aclose()
+        await postgres.aclose()
