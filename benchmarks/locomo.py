@@ -170,6 +170,7 @@ class CachedEmbedder:
             with np.load(self.file) as z:
                 self.vectors = dict(zip(z["keys"].tolist(), z["rows"], strict=True))
         self.dirty = False
+        self.live = False  # True: questions are embedded in the run (timed), records still come from the cache
 
     @property
     def name(self) -> str:
@@ -182,6 +183,8 @@ class CachedEmbedder:
     async def embed(self, texts: Sequence[str]) -> Any:
         import numpy as np
 
+        if self.live:
+            return await self.inner.embed(texts)
         missing = [t for t in dict.fromkeys(texts) if t not in self.vectors]
         if missing:
             rows = await self.inner.embed(missing)
@@ -197,7 +200,7 @@ class CachedEmbedder:
             np.savez(self.file, keys=np.array(keys), rows=np.stack([self.vectors[k] for k in keys]))
 
 
-ABLATION = ["naive", "+stopwords", "+score fusion", "+neighbours"]
+ABLATION = ["naive", "+stopwords", "+score fusion", "+neighbours", "+dates"]
 
 
 class CuratedSearch:
@@ -223,14 +226,18 @@ class CuratedSearch:
         return [SimpleNamespace(record=item.record, score=item.salience) for item in items]
 
 
-def configure_ranking(step: str) -> None:
-    """Switch the ranking steps of SQLiteMemory on up to ``step`` (see ``ABLATION``), for the ablation table."""
+def configure_ranking(step: str, memories: dict[str, Any] | None = None) -> None:
+    """Switch the ranking steps on up to ``step`` (see ``ABLATION``), for the ablation table.
+
+    Module-level steps are patched in :mod:`memoryport.ranking`; per-store
+    options (neighbour and date weights) are set on each store in ``memories``.
+    """
     from memoryport import ranking
 
     original = configure_ranking.__dict__.setdefault(
-        "original", (ranking.STOPWORDS, ranking.fuse, ranking.NEIGHBOUR_WEIGHT)
+        "original", (ranking.STOPWORDS, ranking.fuse, ranking.NEIGHBOUR_WEIGHT, ranking.DATE_WEIGHT)
     )
-    stopwords, fuse, neighbour_weight = original
+    stopwords, fuse, neighbour_weight, date_weight = original
     level = ABLATION.index(step)
 
     def rank_fusion(keyword: Any, vector: Any, **_: Any) -> Any:
@@ -240,7 +247,12 @@ def configure_ranking(step: str) -> None:
     if (ranking.query_terms.__kwdefaults__ or {}).get("stopwords") is not None:  # bound at definition
         ranking.query_terms.__kwdefaults__["stopwords"] = ranking.STOPWORDS
     ranking.fuse = fuse if level >= 2 else rank_fusion
-    ranking.NEIGHBOUR_WEIGHT = neighbour_weight if level >= 3 else 0.0
+    for memory in (memories or {}).values():
+        store = getattr(memory, "store", None)
+        if hasattr(store, "context_weight"):
+            store.context_weight = neighbour_weight if level >= 3 else 0.0
+        if hasattr(store, "date_weight"):
+            store.date_weight = date_weight if level >= 4 else 0.0
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -300,6 +312,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         ]
         await writer.add(records)
     index_s = time.perf_counter() - start
+    if isinstance(embedder, CachedEmbedder) and args.embed_questions:
+        embedder.live = True
 
     ids_by_record: dict[str, str] = {}
     for conv in conversations:
@@ -317,11 +331,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "embedder": embedder.name if embedder is not None else "none",
         "index_seconds": round(index_s, 1),
         "cached_embeddings": bool(args.cache),
+        "embed_questions": bool(args.embed_questions),
         "steps": {},
     }
     for step in steps:
         if step is not None:
-            configure_ranking(step)
+            configure_ranking(step, memories)
         result["steps"][step or "current"] = await ask(conversations, memories, ids_by_record)
     result["backend"] = args.backend
     for mode in modes:
@@ -382,8 +397,10 @@ def print_tables(result: dict[str, Any]) -> None:
           f"questions with evidence; embedder {result['embedder']}; indexed in {result['index_seconds']} s")
     print(f"# evidence ids: {ev['ids']}, normalised {ev['normalised']}, dropped {len(ev['dropped'])} "
           f"{ev['dropped']}; questions left without evidence: {ev['questions_without_evidence']}")
-    if result["cached_embeddings"]:
+    if result["cached_embeddings"] and not result.get("embed_questions"):
         print("# embeddings came from a cache: per-query times exclude embedding the query")
+    elif result["cached_embeddings"]:
+        print("# record embeddings came from a cache; each question was embedded in the run (timed)")
     steps = result["steps"]
     print()
     print("| ranking | mode | R@5 | R@10 | R@25 | R@50 | ms/query median (p95) |")
@@ -413,6 +430,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--conversations", default=None, type=lambda s: s.split(","), help="sample ids to keep")
     ap.add_argument("--model", default=None, help="LocalEmbedder model folder (default: all-MiniLM-L6-v2)")
     ap.add_argument("--cache", type=Path, default=None, help="keep embeddings in this folder between runs")
+    ap.add_argument("--embed-questions", action="store_true",
+                    help="with --cache: embed each question in the run, so per-query times include it")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     ap.add_argument("--ablation", action="store_true", help="one row per ranking change (cumulative)")
     ap.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite", help="where the records live")
