@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from memoryport import GuardedMemory, MemoryRecord, MemoryScope, SQLiteMemory
-from memoryport.adapters.sqlite import SQLiteStore
+from memoryport.adapters.sqlite import ANN_THRESHOLD, SQLiteStore
 
 from .sqlite_bench import BATCH, DIM, Corpus, LookupEmbedder, interleaved, median_ms, table
 
@@ -361,7 +361,7 @@ async def million(folder: Path, data: str, queries: int, exact: bool, peers: Seq
     built = load_json(folder / f"{data}-build.json")
     out = [f"\n### One scope of {built['indexed']:,} records ({data} vectors), k={K}, {queries} queries\n"]
     cold = fresh_process(path, folder / f"{data}-queries.npy", "50000")
-    rows = [["with the index (default)", cold["open_ms"], cold["first_search_ms"], cold["rss_mb"]]]
+    rows = [["with the index (ann_threshold=50,000)", cold["open_ms"], cold["first_search_ms"], cold["rss_mb"]]]
     if exact:
         cold_exact = fresh_process(path, folder / f"{data}-queries.npy", "none")
         rows.append(
@@ -376,7 +376,8 @@ async def million(folder: Path, data: str, queries: int, exact: bool, peers: Seq
     embedder = LookupEmbedder()
     embedder.put(qtexts, qvecs)
     memories = {
-        mode: SQLiteMemory(path, embedder=embedder, search_mode=mode) for mode in ("vector", "keyword", "hybrid")
+        mode: SQLiteMemory(path, embedder=embedder, search_mode=mode, ann_threshold=ANN_THRESHOLD)
+        for mode in ("vector", "keyword", "hybrid")
     }
     rss0 = rss_mb()
     await memories["vector"].search(qtexts[0], scope=USER, k=K)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = [
+    "ANN_THRESHOLD",
     "SCHEMA_VERSION",
     "SQLiteGraph",
     "SQLiteMemory",
@@ -55,7 +56,7 @@ def SQLiteMemory(
     durability: str = "normal",
     min_similarity: float = 0.0,
     inline_writes: bool = True,
-    ann_threshold: int | None = ANN_THRESHOLD,
+    ann_threshold: int | None = None,
     date_weight: float = DATE_WEIGHT,
     **guard: Unpack[GuardOptions],
 ) -> GuardedMemory[SQLiteStore]:
@@ -117,11 +118,15 @@ def SQLiteMemory(
             0.1 ms on the event loop instead of a hop to the writer thread,
             which costs as much when idle and far more on a busy machine.
             ``False`` sends every write to the writer thread.
-        ann_threshold: a user with this many records gets a vector index in
-            the file (IVF lists of sign-bit codes, exact re-rank: see
+        ann_threshold: opt in to a vector index in the file for users with
+            at least this many records (``ANN_THRESHOLD``, 50,000, is the
+            suggested value; IVF lists of sign-bit codes, exact re-rank: see
             docs/sqlite.md, "The vector index"), built in the background by the
             first search that finds it missing; below it, and for narrower
-            scopes, vector search is exact. ``None``: always exact.
+            scopes, vector search is exact. ``None`` (the default): always
+            exact — at 1M vectors the index opens and answers a first search
+            far sooner and holds less memory, but its warm searches measured
+            slower than the exact scan, so it is not on by default yet.
         date_weight: keyword and hybrid search lift records written on the
             date a query names ("on 7 July, 2023", "in May 2022": see
             :func:`memoryport.ranking.query_dates`) by this much (normalised
