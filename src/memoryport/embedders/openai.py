@@ -14,6 +14,8 @@ from .._embedding import check_matrix
 from .._errors import EmbeddingError, InvalidInput
 from .._events import report_usage
 from .._extras import require
+from .._http import error_code
+from .._http import retry_after as retry_after_of
 
 if TYPE_CHECKING:
     import httpx
@@ -187,13 +189,13 @@ class OpenAIEmbedder:
             else:
                 if response.status_code == 200:
                     return self._parse(response, len(chunk))
-                reason = f"HTTP {response.status_code}{_error_code(response)}"
+                reason = f"HTTP {response.status_code}{error_code(response)}"
                 failure = EmbeddingError(
                     f"embedder {self._name!r} failed: {reason}", backend=self._name, operation="embed"
                 )
                 if response.status_code not in _RETRY_STATUS:
                     raise failure
-                retry_after = _retry_after(response)
+                retry_after = retry_after_of(response)
             if attempt >= self._max_retries:
                 raise EmbeddingError(
                     f"embedder {self._name!r} failed after {attempt + 1} attempts: {reason}",
@@ -240,26 +242,3 @@ class OpenAIEmbedder:
 
     def __repr__(self) -> str:
         return f"OpenAIEmbedder(name={self._name!r}, url={self._url!r})"
-
-
-def _error_code(response: httpx.Response) -> str:
-    """The error's type or code from the body, never its message (which may quote the input)."""
-    try:
-        err = response.json().get("error")
-    except Exception:
-        return ""
-    if isinstance(err, dict):
-        code = err.get("code") or err.get("type")
-        if isinstance(code, str) and code.isprintable() and len(code) <= 64:
-            return f" ({code})"
-    return ""
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None

@@ -13,6 +13,8 @@ from .._checks import check_int
 from .._errors import InvalidInput, ModelError
 from .._events import report_usage
 from .._extras import require
+from .._http import error_code
+from .._http import retry_after as retry_after_of
 from ._port import JSONObject, Message, check_messages, parse_json_object
 
 if TYPE_CHECKING:
@@ -177,11 +179,11 @@ class OpenAIModel:
                     report_usage(self._name, texts=len(body["messages"]), tokens=tokens,
                                  latency_ms=(time.perf_counter() - start) * 1000, event="model.used")
                     return value
-                reason, detail = "http", f"HTTP {response.status_code}{_error_code(response)}"
+                reason, detail = "http", f"HTTP {response.status_code}{error_code(response)}"
                 failure = ModelError(f"model {self._name!r} failed: {detail}", backend=self._name, reason=reason)
                 if response.status_code not in _RETRY_STATUS:
                     raise failure
-                retry_after = _retry_after(response)
+                retry_after = retry_after_of(response)
             if attempt >= self._max_retries:
                 raise ModelError(f"model {self._name!r} failed after {attempt + 1} attempts: {detail}",
                                  backend=self._name, reason=reason) from failure
@@ -225,26 +227,3 @@ class OpenAIModel:
 
     def __repr__(self) -> str:
         return f"OpenAIModel(name={self._name!r}, url={self._url!r})"
-
-
-def _error_code(response: httpx.Response) -> str:
-    """The error's type or code from the body, never its message (which may quote the prompt)."""
-    try:
-        err = response.json().get("error")
-    except Exception:
-        return ""
-    if isinstance(err, dict):
-        code = err.get("code") or err.get("type")
-        if isinstance(code, str) and code.isprintable() and len(code) <= 64:
-            return f" ({code})"
-    return ""
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None
