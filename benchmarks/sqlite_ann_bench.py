@@ -263,7 +263,7 @@ def index_recall(n: int, data: str, queries: int) -> list[str]:
                 best = np.argpartition(-(centroids @ q), nprobe - 1)[:nprobe]
                 cand = np.concatenate([order[bounds[b] : bounds[b + 1]] for b in best])
                 scanned.append(len(cand))
-                pick = cand[_ann.shortlist(codes[cand], q, max(rerank, 32 * K))]
+                pick = cand[_ann.shortlist(np.ascontiguousarray(codes[cand].T), q, max(rerank, 8 * K))]
                 found.append(pick[topk(vectors[pick], q)])
             rows.append([probe, nprobe, rerank, int(np.mean(scanned)), f"{recall(found, truth):.3f}"])
     return [
