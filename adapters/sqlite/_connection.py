@@ -12,6 +12,7 @@ import os
 import threading
 import time
 import urllib.request
+import weakref
 from collections.abc import Callable
 from types import ModuleType
 from typing import TypeVar
@@ -38,6 +39,50 @@ DURABILITY = {"normal": "NORMAL", "full": "FULL"}
 #: since (SQLite's own ``wal_autocheckpoint`` would do it inside whichever commit
 #: crossed the mark, possibly a small add running on the caller's event loop).
 CHECKPOINT_PAGES = 10_000
+
+
+#: The SQLite library each file of this process is open through, by (device, inode):
+#: the Databases holding it, and the driver module's name.
+_LIBRARIES: dict[tuple[int, int], tuple[str, weakref.WeakSet[Database]]] = {}
+_LIBRARIES_LOCK = threading.Lock()
+
+
+def claim_library(db: Database) -> None:
+    """Record that ``db`` opens its file through its driver; refuse a second SQLite library on the same file.
+
+    Two copies of SQLite in one process (Python's ``sqlite3`` and
+    ``pysqlite3``, say) each think they are alone with the file: POSIX locks
+    belong to the process, so neither sees the other's, and the second one to
+    open a WAL file re-initialises the ``-shm`` index the first one has mapped
+    (a crash with SIGBUS, or a corrupt file:
+    https://sqlite.org/howtocorrupt.html, "multiple copies of SQLite").
+    """
+    try:
+        st = os.stat(db.path)
+    except OSError:
+        return  # opening will fail with its own error
+    key = (st.st_dev, st.st_ino)
+    name = db.driver.__name__
+    with _LIBRARIES_LOCK:
+        held = _LIBRARIES.get(key)
+        if held is not None and held[0] != name and len(held[1]):
+            raise UsageError(
+                f"{os.path.basename(db.path)} is already open in this process through another SQLite library "
+                f"({held[0]}); open it with the same driver= (two copies of SQLite in one process break each "
+                f"other's locks and can corrupt the file)"
+            )
+        if held is None or held[0] != name:
+            held = _LIBRARIES[key] = (name, weakref.WeakSet())
+        held[1].add(db)
+
+
+def release_library(db: Database) -> None:
+    """Forget ``db``'s claim on its file (see :func:`claim_library`)."""
+    with _LIBRARIES_LOCK:
+        for key, (_, holders) in list(_LIBRARIES.items()):
+            holders.discard(db)
+            if not len(holders):
+                del _LIBRARIES[key]
 
 
 class NotHere(Exception):
@@ -80,6 +125,7 @@ class Database:
         self._local = threading.local()
         self._connections: list[Conn] = []
         self._conn_lock = threading.Lock()
+        claim_library(self)
 
     @property
     def name(self) -> str:
@@ -330,6 +376,7 @@ class Database:
             self._connections.clear()
         self._local = threading.local()
         self._writer = None
+        release_library(self)
 
 
 def pages_of(changes: int) -> int:

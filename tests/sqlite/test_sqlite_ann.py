@@ -120,7 +120,7 @@ def test_adds_updates_and_deletes_after_the_build_are_reflected(indexed: Any) ->
     assert memory.search_sync("c7 rewritten", scope=ANN, k=1)[0].record.id == new
     assert memory.delete_sync([new], scope=ANN) == 1
     assert all(h.record.id != new for h in memory.search_sync("c7 rewritten", scope=ANN, k=20))
-    conn = sqlite3.connect(path)
+    conn = memory.store.driver.connect(path)
     listed = sum(len(r[0]) // 8 for r in conn.execute("SELECT rids FROM ann_lists"))
     assert listed == conn.execute("SELECT count(*) FROM ann_assign").fetchone()[0] == 1500
     conn.close()
@@ -139,7 +139,7 @@ def test_erased_codes_leave_the_file(indexed: Any) -> None:
     assert [i for i in victims + updated if code(texts[i]) in data] == []
     assert all(code(texts[i]) in data for i in live)
     assert memory.delete_sync(scope=ANN) == 1470  # the whole user: the index goes with it
-    conn = sqlite3.connect(path)
+    conn = memory.store.driver.connect(path)
     assert [
         conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("ann_index", "ann_lists", "ann_assign")
     ] == [
@@ -178,7 +178,7 @@ def test_a_search_builds_the_index_in_the_background(tmp_path: object) -> None:
     memory.add_sync([MemoryRecord(scope=bob, text=f"c{i % 12} bob {i}") for i in range(20)])
     assert memory.search_sync("c1 note 1", scope=ANN, k=1)[0].record.text == "c1 note 1"  # exact meanwhile
     memory.search_sync("c1 bob 1", scope=bob, k=1)  # below the threshold: no index
-    conn = sqlite3.connect(path)
+    conn = memory.store.driver.connect(path)
     deadline = time.monotonic() + 60
     while conn.execute("SELECT count(*) FROM ann_index").fetchone()[0] == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -239,7 +239,7 @@ def test_writes_during_a_build_are_caught_up(tmp_path: object) -> None:
         return store.db.write(fn)
 
     assert _ann.build_index(store.db.read, write_after_changes, "ann", DIM) == 399
-    conn = sqlite3.connect(path)
+    conn = memory.store.driver.connect(path)
     listed = np.concatenate([np.frombuffer(r[0], dtype=np.int64) for r in conn.execute("SELECT rids FROM ann_lists")])
     rid_of = dict(conn.execute("SELECT id, rid FROM records"))
     assert sorted(listed.tolist()) == sorted(rid_of.values())

@@ -114,3 +114,25 @@ def test_a_tampered_meta_table_is_a_usage_error_naming_the_file(
         SQLiteMemory(db_path, embedder=bow_embedder(), driver=driver)
     assert str(caught.value).startswith(db_path + ": ")
     assert says in str(caught.value)
+
+
+def test_a_second_sqlite_library_on_an_open_file_is_a_usage_error(folder: str) -> None:
+    # Two copies of SQLite in one process do not see each other's POSIX locks:
+    # the second re-initialises the -shm index the first has mapped (SIGBUS).
+    from memoryport.adapters.sqlite import available_drivers
+
+    others = [name for name in available_drivers() if name != "sqlite3"]
+    if not others:
+        pytest.skip("only Python's own sqlite3 is installed: pip install pysqlite3-binary")
+    path = os.path.join(folder, "two.db")
+    first = SQLiteMemory(path, driver="sqlite3")
+    first.add_sync([MemoryRecord(scope=MemoryScope(user_id="u"), text="kept")])
+    with pytest.raises(UsageError, match="another SQLite library"):
+        SQLiteMemory(path, driver=others[0])
+    same = SQLiteMemory(path, driver="sqlite3")  # the same library: shared caches, no conflict
+    assert same.count_sync(MemoryScope(user_id="u")) == 1
+    same.close()
+    first.close()
+    second = SQLiteMemory(path, driver=others[0])  # once the first library let go, the other may open it
+    assert [r.text for r in second.export_sync(MemoryScope(user_id="u"))] == ["kept"]
+    second.close()
