@@ -22,7 +22,9 @@ methods are interleaved query by query so that ratios share the machine's noise.
 5. throughput: N client processes at once, each searching and adding for its own users;
 6. big (``--big N``): one table of N records, user "big" holding all but the
    10,000 of user "me" spread through them: search at N (user "big"), "me"
-   alone vs among the N, and HNSW recall@10 on user "big", in one corpus.
+   alone vs among the N, and HNSW recall@10 on user "big", in one corpus;
+7. big-add (after ``big``, with the same ``--keep``): one-record adds and batches
+   of 1,000 into that corpus, for a user whose records are deleted afterwards.
 
 ``--keep DIR`` keeps the server's data (``DIR/pgdata``) and the SQLite files
 in DIR; a later run with the same DIR reuses every data set already loaded
@@ -499,10 +501,58 @@ async def bench_big(dsn: str, folder: Path, n: int, mine_n: int, queries: int, e
                 "exact median (ms)"], rows))
 
 
+async def bench_big_add(dsn: str, folder: Path, n: int, singles: int, emit: Callable[[str], None]) -> None:
+    """Adds into the kept ``big`` corpus of ``n`` records (run ``big`` first): one record per call and
+    batches of 1,000, with given vectors, for a user "adder" whose records are deleted afterwards."""
+    embedder = Embedder()
+    shared = Pair(dsn, folder, f"big_{n}", embedder)
+    for label in ("sqlite", "postgres"):
+        if await shared.count(label) < n:
+            raise SystemExit(f"big-add needs the big section's {n:,} records kept in {folder} (run --sections big)")
+    adder = MemoryScope(user_id="adder")
+    corpus = Corpus(seed=16)
+    batches = 3
+    texts = corpus.texts(singles + batches * 2 * BATCH)
+    embedder.put(texts, corpus.vectors(len(texts)))
+    memories = {"sqlite": shared.sqlite(), "postgres": shared.postgres()}
+    added: dict[str, list[str]] = {b: [] for b in memories}
+    one = texts[:singles]
+
+    async def add(b: str, batch: list[MemoryRecord]) -> None:
+        added[b] += await memories[b].add(batch)
+
+    try:
+        times = await interleaved(
+            {b: (lambda i, b=b: add(b, [MemoryRecord(scope=adder, text=one[i])])) for b in memories},
+            (singles - 3) // 2,
+        )
+        rates: dict[str, list[float]] = {b: [] for b in memories}
+        for i in range(batches):
+            for j, b in enumerate(memories):
+                lo = singles + (2 * i + j) * BATCH
+                batch = records(lambda _: adder, texts[lo : lo + BATCH])
+                start_t = time.perf_counter()
+                await add(b, batch)
+                rates[b].append(BATCH / (time.perf_counter() - start_t))
+    finally:
+        for b, m in memories.items():  # by id: a whole-user erasure would VACUUM the SQLite file
+            for at in range(0, len(added[b]), 500):
+                await m.delete(added[b][at : at + 500], scope=adder)
+            await m.aclose()
+    sq, pg = times["sqlite"], times["postgres"]
+    sq_rate, pg_rate = statistics.median(rates["sqlite"]), statistics.median(rates["postgres"])
+    emit(f"\n### Add into a store of {n:,} records (with given vectors; user \"adder\", deleted after)\n")
+    emit(table(["add", "SQLite", "PostgreSQL", "ratio"], [
+        ["one record, median (ms)", median_ms(sq), median_ms(pg), median_ms(pg) / median_ms(sq)],
+        ["one record, p95 (ms)", p95_ms(sq), p95_ms(pg), p95_ms(pg) / p95_ms(sq)],
+        [f"batch of {BATCH:,}, median of {batches} (records/s)", sq_rate, pg_rate, pg_rate / sq_rate],
+    ]))
+
+
 # -- main -----------------------------------------------------------------------------------------
 
 
-SECTIONS = ("add", "search", "tenant", "hnsw", "throughput", "big")
+SECTIONS = ("add", "search", "tenant", "hnsw", "throughput", "big", "big-add")
 
 
 async def main(args: argparse.Namespace) -> str:
@@ -560,6 +610,8 @@ async def main(args: argparse.Namespace) -> str:
             emit(table(["ef_search", "recall@10", "HNSW median (ms)", "exact median (ms)"], rows))
         if "big" in sections:
             await bench_big(server.dsn, folder, args.big, args.tenant_mine, args.queries, args.ef, emit)
+        if "big-add" in sections:
+            await bench_big_add(server.dsn, folder, args.big, args.singles, emit)
         if "throughput" in sections:
             emit(f"\n### Throughput: {args.procs} client processes at once, 4 keyword searches : 1 add, "
                  f"{args.seconds:g} s, each process on its own user of 8 holding {args.tenant_mine:,} records; "
