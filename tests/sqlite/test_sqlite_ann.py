@@ -21,7 +21,7 @@ import pytest
 
 from memoryport import CallableEmbedder, MemoryRecord, MemoryScope, MemoryUpdate, SQLiteMemory
 from memoryport.adapters.sqlite import SCHEMA_VERSION
-from memoryport.adapters.sqlite._ann import codes_of, hamming, kmeans
+from memoryport.adapters.sqlite._ann import codes_of, hamming, hamming_columns, kmeans, nearest
 
 from .support import raw_bytes
 
@@ -75,6 +75,18 @@ def test_codes_and_hamming_distances() -> None:
     assert hamming(codes, codes[0]).tolist() == [0, 2]
     odd = codes_of(np.ones((1, 70), dtype=np.float32))  # padded to whole 64-bit words
     assert odd.shape == (1, 2) and hamming(odd, odd[0]).tolist() == [0]
+
+
+def test_hamming_by_columns_and_the_nearest_by_histogram() -> None:
+    rng = np.random.default_rng(3)
+    codes = codes_of(rng.standard_normal((500, 200)).astype(np.float32))
+    want = np.array([sum(bin(int(a) ^ int(b)).count("1") for a, b in zip(row, codes[7], strict=True)) for row in codes])
+    assert hamming(codes, codes[7]).tolist() == want.tolist()
+    assert hamming_columns(np.ascontiguousarray(codes.T), codes[7]).tolist() == want.tolist()
+    for m in (1, 17, 250, 499):
+        picked = nearest(want.astype(np.uint16), m)
+        assert len(set(picked.tolist())) == m  # exactly m positions, none twice
+        assert want[picked].max() == np.sort(want)[m - 1]  # and no farther than the m-th nearest
 
 
 def test_kmeans_gives_unit_centroids_near_every_point() -> None:
