@@ -20,6 +20,9 @@ embeddings of LoCoMo turns, normalised (the performance probe's ``mix``; needs
 the LoCoMo embedding cache of ``benchmarks/locomo.py --cache``). The vectors and
 200 queries are saved beside it; ground truth is exact top-10 by numpy.
 
+``profile``: each step of one search through the index of the built file
+(wall clock and thread CPU time, medians of warm queries).
+
 ``million``: opening the file and the first search in a fresh process (and its
 resident memory), building the index, then vector search through the index
 against the exact scan (recall@10 against numpy), keyword and hybrid, and the
@@ -490,6 +493,64 @@ async def million(folder: Path, data: str, queries: int, exact: bool, peers: Seq
     return out
 
 
+async def profile_index(folder: Path, data: str, queries: int) -> list[str]:
+    """Where one search through the index spends its time: each step of ``_ann.search``, wall and thread CPU."""
+    import statistics
+
+    from memoryport.adapters.sqlite import _ann
+
+    wall: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
+
+    def timed(name: str) -> None:
+        fn = getattr(_ann, name)
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            t, c = time.perf_counter(), time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                wall.setdefault(name, []).append(time.perf_counter() - t)
+                cpu.setdefault(name, []).append(time.thread_time() - c)
+
+        setattr(_ann, name, wrapper)
+
+    steps = {
+        "centroids_of": "centroids (cached after the first search)",
+        "_lists": "probed lists (cached after the first search)",
+        "shortlist": "shortlist (Hamming, then the sign estimate)",
+        "rerank": "re-rank: read the candidates' vectors, check the records, rank",
+        "search": "the whole index search",
+    }
+    for name in steps:
+        timed(name)
+    qvecs = np.load(folder / f"{data}-queries.npy")[:queries]
+    qtexts = load_json(folder / f"{data}-queries.json")[:queries]
+    embedder = LookupEmbedder()
+    embedder.put(qtexts, qvecs)
+    memory = SQLiteMemory(folder / f"{data}.db", embedder=embedder, search_mode="vector", ann_threshold=ANN_THRESHOLD)
+    for i in range(queries):  # warm: centroids, lists and the re-ranked pages
+        await memory.search(qtexts[i], scope=USER, k=K)
+    wall.clear()
+    cpu.clear()
+    whole = []
+    for i in range(queries):
+        start = time.perf_counter()
+        await memory.search(qtexts[i], scope=USER, k=K)
+        whole.append(time.perf_counter() - start)
+    await memory.aclose()
+    rows = [
+        [label, statistics.median(wall[name]) * 1000, statistics.median(cpu[name]) * 1000]
+        for name, label in steps.items()
+        if name in wall
+    ]
+    rows.append(["the public search (whole)", median_ms(whole), float("nan")])
+    return [
+        f"\n### One indexed search, step by step ({folder.name}, k={K}, {queries} warm queries; medians)\n",
+        table(["step", "wall ms", "thread CPU ms"], rows),
+    ]
+
+
 def round_rows(
     label: str, times: dict[str, list[float]], ids: dict[str, list[list[int]]], truth: Any
 ) -> list[list[Any]]:
@@ -605,7 +666,9 @@ def tune(
 
 async def main(argv: Sequence[str] | None = None) -> str:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.sqlite_ann_bench", description=__doc__.split("\n")[0])
-    parser.add_argument("what", nargs="?", choices=["fixed", "build", "prepare", "million", "recall"], default="fixed")
+    parser.add_argument(
+        "what", nargs="?", choices=["fixed", "build", "prepare", "million", "recall", "profile"], default="fixed"
+    )
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--dir", default=None, help="folder of the built file (build, million)")
@@ -632,6 +695,8 @@ async def main(argv: Sequence[str] | None = None) -> str:
         await build(args.n, Path(args.dir or "ann-bench"), args.data)
     elif args.what == "recall":
         lines += index_recall(args.n, args.data, args.queries)
+    elif args.what == "profile":
+        lines += await profile_index(Path(args.dir or "ann-bench"), args.data, args.queries)
     elif args.what == "prepare":
         await prepare(Path(args.dir or "ann-bench"), args.data)
     else:

@@ -61,6 +61,7 @@ __all__ = [
     "REBUILD_GROWTH",
     "AnnCache",
     "AnnParams",
+    "NotCached",
     "build_index",
     "centroids_of",
     "search",
@@ -204,6 +205,10 @@ def nlist_for(n: int) -> int:
 # -- the process-wide cache ---------------------------------------------------------
 
 
+class NotCached(Exception):
+    """What a search needs is not in RAM (or out of date) and the caller asked not to read it from the file."""
+
+
 @dataclass
 class _List:
     gen: int  # the tenant generation of the snapshot it was last read or checked in
@@ -242,6 +247,11 @@ class AnnCache:
                 _, dropped = self.lists.popitem(last=False)
                 self.nbytes -= dropped.nbytes
 
+    def has(self, tenant: str) -> bool:
+        """Whether centroids of ``tenant`` are cached (perhaps of an older build)."""
+        with self.lock:
+            return tenant in self.centroids
+
     def forget(self, tenant: str) -> None:
         with self.lock:
             self.centroids.pop(tenant, None)
@@ -258,8 +268,11 @@ class AnnCache:
 # -- search -----------------------------------------------------------------------------
 
 
-def centroids_of(conn: Conn, cache: AnnCache, tenant: str) -> tuple[int, F32, int] | None:
-    """(version, centroids, vectors at build) of a tenant's index, or None when it has none."""
+def centroids_of(conn: Conn, cache: AnnCache, tenant: str, *, load: bool = True) -> tuple[int, F32, int] | None:
+    """(version, centroids, vectors at build) of a tenant's index, or None when it has none.
+
+    ``load=False``: centroids not cached (or of another build) raise :class:`NotCached`.
+    """
     row = conn.execute("SELECT version, nlist, dim, built FROM ann_index WHERE tenant = ?", (tenant,)).fetchone()
     if row is None:
         return None
@@ -268,6 +281,8 @@ def centroids_of(conn: Conn, cache: AnnCache, tenant: str) -> tuple[int, F32, in
         hit = cache.centroids.get(tenant)
     if hit is not None and hit[0] == version:
         return version, hit[1], built
+    if not load:
+        raise NotCached(tenant)
     blob = conn.execute("SELECT centroids FROM ann_index WHERE tenant = ?", (tenant,)).fetchone()[0]
     matrix = np.frombuffer(blob, dtype=np.float32).reshape(nlist, dim)
     with cache.lock:
@@ -279,8 +294,11 @@ def centroids_of(conn: Conn, cache: AnnCache, tenant: str) -> tuple[int, F32, in
     return version, matrix, built
 
 
-def _lists(conn: Conn, cache: AnnCache, tenant: str, gen: int, wanted: Sequence[int]) -> list[_List]:
-    """The probed lists, from the cache when current in this snapshot, else read from the file."""
+def _lists(conn: Conn, cache: AnnCache, tenant: str, gen: int, wanted: Sequence[int], load: bool = True) -> list[_List]:
+    """The probed lists, from the cache when current in this snapshot, else read from the file.
+
+    ``load=False``: a list not cached as of this snapshot raises :class:`NotCached`.
+    """
     out: dict[int, _List] = {}
     check: list[int] = []
     with cache.lock:
@@ -291,12 +309,14 @@ def _lists(conn: Conn, cache: AnnCache, tenant: str, gen: int, wanted: Sequence[
                 out[no] = entry
             else:
                 check.append(no)
+    if check and not load:
+        raise NotCached(tenant)
     if check:
         marks = ",".join("?" * len(check))
         versions = dict(
             conn.execute(f"SELECT list, v FROM ann_lists WHERE tenant = ? AND list IN ({marks})", (tenant, *check))
         )
-        load: list[int] = []
+        stale: list[int] = []
         with cache.lock:
             for no in check:
                 entry = cache.lists.get((tenant, no))
@@ -305,11 +325,11 @@ def _lists(conn: Conn, cache: AnnCache, tenant: str, gen: int, wanted: Sequence[
                         entry.gen = gen
                     out[no] = entry
                 elif no in versions:
-                    load.append(no)
-        if load:
-            marks = ",".join("?" * len(load))
+                    stale.append(no)
+        if stale:
+            marks = ",".join("?" * len(stale))
             for no, v, rids, codes in conn.execute(
-                f"SELECT list, v, rids, codes FROM ann_lists WHERE tenant = ? AND list IN ({marks})", (tenant, *load)
+                f"SELECT list, v, rids, codes FROM ann_lists WHERE tenant = ? AND list IN ({marks})", (tenant, *stale)
             ):
                 entry = _List(
                     gen=gen,
@@ -334,14 +354,18 @@ def search(
     filters: Cond,
     now: int,
     gen: int,
+    *,
+    load: bool = True,
 ) -> list[tuple[int, float]] | None:
     """The ``k`` best (rid, cosine) of ``scope`` through its user's index; None when there is no index.
 
     May return fewer than ``k`` when filters, a narrower scope or expiry left
     too few of the re-ranked candidates: the caller then scans exactly.
+    ``load=False``: only with the centroids and probed lists cached as of this
+    snapshot, else :class:`NotCached` (the re-ranked vectors are always read).
     """
     tenant = tenant_token(scope.user_id)
-    found = centroids_of(conn, cache, tenant)
+    found = centroids_of(conn, cache, tenant, load=load)
     if found is None:
         return None
     _, centroids, built = found
@@ -350,7 +374,7 @@ def search(
     nprobe = min(nlist, max(MIN_PROBE, math.ceil(nlist * share)))
     cscores = mv(centroids, qvec)
     probe = np.argpartition(-cscores, nprobe - 1)[:nprobe] if nprobe < nlist else np.arange(nlist)
-    lists = _lists(conn, cache, tenant, gen, [int(x) for x in probe])
+    lists = _lists(conn, cache, tenant, gen, [int(x) for x in probe], load)
     if not lists:
         return []
     rids = np.concatenate([entry.rids for entry in lists])

@@ -21,7 +21,7 @@ from memoryport.storekit import chunks
 from . import _ann
 from ._keyword import keyword_ranking
 from ._rows import COLUMNS, Cond, Conn, built, dt, filter_sql, record_from_row, scope_sql, tenant_token, us
-from ._vectors import F32
+from ._vectors import F32, INLINE_VECTORS, NotCached
 
 if TYPE_CHECKING:
     from ._store import SQLiteStore
@@ -128,19 +128,25 @@ def vector_job(
     when filters or expiry leave fewer than ``limit`` of the index's
     candidates, the search falls back to the exact scan.
     """
-    # load=False (a small scope whose vectors are in RAM, on the caller's thread): exact, from RAM.
-    if load and store.ann_params is not None and scope.session_id is None and scope.agent_id is None:
+    # load=False (on the caller's thread): through the index only when its centroids and probed lists are
+    # cached, else exactly from vectors in RAM, at most INLINE_VECTORS of them; anything else: NotCached.
+    if store.ann_params is not None and scope.session_id is None and scope.agent_id is None:
         tenant = tenant_token(scope.user_id)
         row = conn.execute("SELECT gen FROM generations WHERE tenant = ?", (tenant,)).fetchone()
         gen = -1 if row is None else int(row[0])
-        found = _ann.centroids_of(conn, store.ann, tenant)
+        found = _ann.centroids_of(conn, store.ann, tenant, load=load)
         if found is not None:
-            hits = _ann.search(conn, store.ann, store.ann_params, qvec, scope, limit, filters, now, gen)
-            store.maybe_build(conn, scope, found[2])
+            hits = _ann.search(conn, store.ann, store.ann_params, qvec, scope, limit, filters, now, gen, load=load)
+            if load:
+                store.maybe_build(conn, scope, found[2])
             if hits is not None and len(hits) >= limit:
                 return lambda: hits
-        else:
+        elif load:
             store.maybe_build(conn, scope, None)
+    if not load:
+        size = store.vectors.cached_size(scope)
+        if size is None or size > INLINE_VECTORS:
+            raise NotCached(scope.kind)  # a large exact scan (an index's fallback) goes to a worker
     return store.vectors.ranking_job(conn, qvec, scope, limit, filters, now, load=load)
 def dated(conn: Conn, query: str, ranked: list[tuple[int, float]], weight: float) -> list[tuple[int, float]]:
     """``ranked`` with the records written on the date the query names lifted (:func:`ranking.date_boost`)."""

@@ -53,7 +53,7 @@ from ._rows import COLUMNS, Cond, Conn, filter_sql, fts_rowid, record_from_row, 
 from ._schema import SCHEMA_VERSION, SECURE_DELETE_FTS5, bump, open_file, tenant_slots
 from ._search import recent, search_hits
 from ._update import update_records
-from ._vectors import F32, NotCached, attach, detach, embed
+from ._vectors import F32, INLINE_VECTORS, NotCached, attach, detach, embed
 from ._where import Where, meta_row
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore", "reembed_file"]
@@ -63,11 +63,6 @@ T = TypeVar("T")
 
 #: Adds of at most this many records may commit on the caller's thread (``inline_writes``).
 INLINE_MAX = 8
-
-#: The largest scope whose vector search runs on the caller's thread (vectors
-#: already in RAM): about 1-2 ms of numpy at 384-d, less than a hop to a worker
-#: thread costs on a busy machine.
-INLINE_VECTORS = 20_000
 
 #: The threshold suggested for ``ann_threshold`` when a host opts in to the vector index (``_ann.py``).
 #: Not the default: at 1M vectors the index starts searching in 0.6 s instead of 11 s, but a warm search
@@ -510,11 +505,22 @@ class SQLiteStore:
         event loop's thread, on that thread's own connection. That connection
         never waits for a lock; anything that would wait (a busy file, vectors
         to load) goes to the worker instead, as every other call does.
+
+        A user's scope searched through its vector index runs here too once the
+        index's centroids are cached and the lists it probes are current (a few
+        milliseconds: a shortlist from the cached codes and a few hundred
+        vectors read by rid); anything to read first goes to the worker.
         """
         if qvec is None or mode != "vector" or self._closed:
             return None
         size = self.vectors.cached_size(scope)
-        if size is None or size > INLINE_VECTORS:
+        indexed = (
+            self.ann_params is not None
+            and scope.session_id is None
+            and scope.agent_id is None
+            and self.ann.has(tenant_token(scope.user_id))
+        )
+        if not indexed and (size is None or size > INLINE_VECTORS):
             return None
         try:
             return self.db.read_nowait(

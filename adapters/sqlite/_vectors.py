@@ -21,7 +21,7 @@ from memoryport._errors import BackendError
 from memoryport._records import MemoryRecord, MemoryScope
 from memoryport.storekit import embed_unit
 
-from ._ann import AnnCache
+from ._ann import AnnCache, NotCached
 from ._rows import NEVER, Cond, Conn, ScopeKey, covers, expiry, filter_sql, scope_key, scope_sql, tenant_token
 
 if TYPE_CHECKING:
@@ -32,7 +32,24 @@ if TYPE_CHECKING:
 else:
     F32 = I64 = Any
 
-__all__ = ["F32", "Block", "NotCached", "Patch", "VectorCache", "attach", "detach", "dot", "embed", "normalise"]
+__all__ = [
+    "F32",
+    "INLINE_VECTORS",
+    "Block",
+    "NotCached",
+    "Patch",
+    "VectorCache",
+    "attach",
+    "detach",
+    "dot",
+    "embed",
+    "normalise",
+]
+
+#: The largest scope whose vector search runs on the caller's thread (vectors
+#: already in RAM; ``SQLiteStore._search_inline``): about 1-2 ms of numpy at
+#: 384-d, less than a hop to a worker thread costs on a busy machine.
+INLINE_VECTORS = 20_000
 
 # Below this many floats, numpy's own loop (einsum) beats BLAS: a multi-threaded
 # BLAS gemv waits for its threads to wake, 8-16 ms on a loaded 2-core machine,
@@ -90,10 +107,6 @@ class Block:
     @property
     def nbytes(self) -> int:
         return int(self._rids.nbytes + self._matrix.nbytes + self._expires.nbytes)
-
-
-class NotCached(Exception):
-    """A scope's vectors are not in RAM (or out of date) and the caller asked not to load them."""
 
 
 @dataclass

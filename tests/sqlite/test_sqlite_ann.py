@@ -115,6 +115,31 @@ def test_index_results_match_the_exact_scan(indexed: Any) -> None:
     assert np.mean(overlap) >= 0.9
 
 
+def test_a_cached_index_is_searched_on_the_callers_thread(indexed: Any) -> None:
+    memory, exact, _, _ = indexed
+    store = memory.store
+    memory.search_sync("c1 query", scope=ANN, k=5)  # reads the centroids and the lists on a worker
+    hops: list[Any] = []
+    run = store._run
+
+    async def counted(fn: Any, **kw: Any) -> Any:
+        hops.append(fn)
+        return await run(fn, **kw)
+
+    store._run = counted
+    got = memory.search_sync("c2 query", scope=ANN, k=5)
+    want = exact.search_sync("c2 query", scope=ANN, k=5)
+    assert hops == [] and len({h.record.id for h in got} & {h.record.id for h in want}) >= 4
+    # A write (here by another store on the file) makes the cached lists stale: the next search
+    # re-validates them on a worker.
+    exact.add_sync([MemoryRecord(scope=ANN, text="c2 written elsewhere")])
+    memory.search_sync("c2 query", scope=ANN, k=5)
+    assert len(hops) == 1
+    hops.clear()
+    memory.search_sync("c3 query", scope=ANN, k=5)
+    assert hops == []  # current again
+
+
 def test_hybrid_search_uses_the_index_too(tmp_path: object) -> None:
     memory = SQLiteMemory(os.path.join(str(tmp_path), "h.db"), embedder(), ann_threshold=100)
     memory.add_sync([MemoryRecord(scope=ANN, text=f"c{i % 12} note {i}") for i in range(300)])
