@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -31,7 +30,9 @@ from ._records import (
     SearchMode,
     check_scalar,
     new_id,
+    new_ids,
     utcnow,
+    with_id,
 )
 from ._sync import run_sync
 from ._timerange import TimeBound, in_range, time_range
@@ -51,6 +52,8 @@ def _note_drop(kind: int) -> None:
     counts = _call_drops.get()
     if counts is not None:
         counts[kind] += 1
+
+
 T = TypeVar("T")
 # The store a guard holds; a bare ``GuardedMemory`` annotation means any store.
 S = DefaultTypeVar("S", bound=MemoryPort, covariant=True, default=MemoryPort)
@@ -96,6 +99,7 @@ def retention_period(retention_days: float | None) -> timedelta | None:
     if isinstance(retention_days, bool) or not isinstance(retention_days, (int, float)) or not retention_days > 0:
         raise InvalidInput("retention_days must be a positive number or None", field="retention_days")
     return timedelta(days=retention_days)
+
 
 _OPERATIONS = ("add", "search", "get", "delete", "export", "purge")  # update, count: when declared
 
@@ -462,7 +466,7 @@ class GuardedMemory(Generic[S]):
         prepared: list[MemoryRecord] = []
         seen: set[str] = set()
         checked_scopes: set[int] = set()  # batches usually share one scope object: check it once
-        fresh: str | None = None
+        fresh: list[str] | None = None
         for i, record in enumerate(records):
             field = f"records[{i}]"
             if not isinstance(record, MemoryRecord):
@@ -479,11 +483,11 @@ class GuardedMemory(Generic[S]):
             if record_id is None:
                 if len(records) == 1:
                     record_id = new_id()
-                else:  # one read of the OS's random source for the batch (new_id's form: 32 hex digits)
+                else:  # one read of the OS's random source for the batch
                     if fresh is None:
-                        fresh = os.urandom(16 * len(records)).hex()
-                    record_id = fresh[32 * i : 32 * i + 32]
-                record = record.model_copy(update={"id": record_id})
+                        fresh = new_ids(len(records))
+                    record_id = fresh[i]
+                record = with_id(record, record_id)
             if record_id in seen:
                 raise InvalidInput(f"{field}.id repeats an id earlier in the batch", field=f"{field}.id")
             seen.add(record_id)
@@ -522,7 +526,7 @@ class GuardedMemory(Generic[S]):
             call,
             len,
             ctx,
-            scope=scope if all(r.scope == scope for r in prepared) else None,
+            scope=scope if all(r.scope is scope or r.scope == scope for r in prepared) else None,
             arguments=lambda: {"texts": [r.text for r in prepared]},
         )
 

@@ -9,6 +9,7 @@ import math
 import os
 import re
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -28,6 +29,7 @@ __all__ = [
     "MetadataValue",
     "SearchMode",
     "new_id",
+    "new_ids",
     "utcnow",
 ]
 
@@ -44,8 +46,74 @@ def utcnow() -> datetime:
 
 
 def new_id() -> str:
-    """A fresh record id: 128 random bits as 32 hex characters (the form of ``uuid4().hex``)."""
-    return os.urandom(16).hex()
+    """A fresh record id: a UUIDv7 as 32 hex characters (the form of ``uuid.UUID(...).hex``).
+
+    See :func:`new_ids`.
+
+    Example:
+        >>> a, b = new_id(), new_id()
+        >>> len(a), a != b, int(a[12], 16)
+        (32, True, 7)
+    """
+    return new_ids(1)[0]
+
+
+# RFC 9562's version (7) and variant (binary 10) bits, set on random bytes by bytes.translate.
+_VERSION = bytes(0x70 | (b & 0x0F) for b in range(256))
+_VARIANT = bytes(0x80 | (b & 0x3F) for b in range(256))
+
+
+def new_ids(n: int) -> list[str]:
+    """``n`` fresh record ids: UUIDv7 (RFC 9562) as 32 hex characters each, from one read of the OS's random source.
+
+    48 bits of Unix time in milliseconds, then the version and variant bits, then
+    74 random bits (``os.urandom``) per id. Ids made later sort later (to the
+    millisecond), so a store's index of ids grows at its end instead of at random
+    places: a batch of 1,000 touches a few index pages, not hundreds (SQLite's
+    bulk add, docs/benchmarks-sqlite.md). The time in an id is when the guard
+    stored the record; the record's ``created_at`` says as much or more.
+
+    Example:
+        >>> ids = new_ids(3)
+        >>> [len(i) for i in ids], len(set(ids)), {i[12] for i in ids}
+        ([32, 32, 32], 3, {'7'})
+    """
+    raw = bytearray(os.urandom(16 * n))
+    stamp = (time.time_ns() // 1_000_000 & 0xFFFF_FFFF_FFFF).to_bytes(6, "big")
+    for k in range(6):  # the same 6 time bytes at the head of every id
+        raw[k::16] = stamp[k : k + 1] * n
+    raw[6::16] = raw[6::16].translate(_VERSION)
+    raw[8::16] = raw[8::16].translate(_VARIANT)
+    text = raw.hex()
+    return [text[k : k + 32] for k in range(0, 32 * n, 32)]
+
+
+_set = object.__setattr__
+
+
+def with_id(record: MemoryRecord, record_id: str) -> MemoryRecord:
+    """``record.model_copy(update={"id": record_id})``, without pydantic's generic copy (~25 µs -> ~1 µs).
+
+    For the guard, which gives every record of a batch without an id a fresh
+    one: the same object ``model_copy`` builds (a shallow copy: same field
+    values, ``id`` replaced and counted as set, no validation), for a plain
+    :class:`MemoryRecord`; a subclass goes through ``model_copy`` itself.
+
+    Example:
+        >>> r = MemoryRecord(scope=MemoryScope(user_id="ann"), text="tea")
+        >>> with_id(r, "r1") == r.model_copy(update={"id": "r1"})
+        True
+    """
+    if type(record) is not MemoryRecord or record.__pydantic_private__ is not None:
+        return record.model_copy(update={"id": record_id})
+    copy = MemoryRecord.__new__(MemoryRecord)
+    values = dict(record.__dict__)
+    values["id"] = record_id
+    _set(copy, "__dict__", values)
+    _set(copy, "__pydantic_fields_set__", record.__pydantic_fields_set__ | {"id"})
+    _set(copy, "__pydantic_extra__", None)
+    _set(copy, "__pydantic_private__", None)
+    return copy
 
 
 def pseudonym(value: str, *, prefix: str, hash_key: bytes | str | None = None) -> str:
