@@ -45,6 +45,7 @@ from memoryport import MemoryRecord, MemoryScope, SQLiteMemory
 from memoryport.adapters.sqlite import load_driver
 
 BATCH = 1_000
+PEERS = {"vec0": SqliteVec.label, "langgraph": LangGraphSqlite.label, "lancedb": LanceDB.label}
 GOALS = {"keyword-only": 100_000, "with given vectors": 60_000}
 USER = "bench"
 
@@ -195,6 +196,7 @@ async def main(argv: Sequence[str] | None = None) -> str:
     parser.add_argument("--records", type=int, nargs="+", default=[100_000])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-peers", action="store_true", help="memoryport and the floor only")
+    parser.add_argument("--peers", nargs="+", choices=sorted(PEERS), default=sorted(PEERS), help="peers to run")
     parser.add_argument("--quick", action="store_true", help="2,000 records, one run: checks that the harness runs")
     parser.add_argument("--dir", default=None, help="scratch folder (default: a temporary one)")
     parser.add_argument("--out", default=None, help="also write the tables to this Markdown file")
@@ -206,7 +208,7 @@ async def main(argv: Sequence[str] | None = None) -> str:
     skipped: dict[str, str] = {}
     if not args.no_peers:
         ok, skipped = available(folder)
-        peers = [p for p in (SqliteVec.label, LangGraphSqlite.label, LanceDB.label) if p in ok]
+        peers = [PEERS[p] for p in args.peers if PEERS[p] in ok]
     lines = [
         f"Python {platform.python_version()}, numpy {np.__version__}, {os.cpu_count()} cores, "
         f"load average at the start {load_average()}, "

@@ -89,10 +89,15 @@ def new_ids(n: int) -> list[str]:
 
 
 _set = object.__setattr__
+_new = object.__new__
+# BaseModel's slots, set through their descriptors (cheaper than object.__setattr__ by name).
+_set_fields = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def with_id(record: MemoryRecord, record_id: str) -> MemoryRecord:
-    """``record.model_copy(update={"id": record_id})``, without pydantic's generic copy (~25 µs -> ~1 µs).
+    """``record.model_copy(update={"id": record_id})``, without pydantic's generic copy (several times cheaper).
 
     For the guard, which gives every record of a batch without an id a fresh
     one: the same object ``model_copy`` builds (a shallow copy: same field
@@ -106,13 +111,13 @@ def with_id(record: MemoryRecord, record_id: str) -> MemoryRecord:
     """
     if type(record) is not MemoryRecord or record.__pydantic_private__ is not None:
         return record.model_copy(update={"id": record_id})
-    copy = MemoryRecord.__new__(MemoryRecord)
-    values = dict(record.__dict__)
+    copy = _new(MemoryRecord)
+    values = record.__dict__.copy()
     values["id"] = record_id
     _set(copy, "__dict__", values)
-    _set(copy, "__pydantic_fields_set__", record.__pydantic_fields_set__ | {"id"})
-    _set(copy, "__pydantic_extra__", None)
-    _set(copy, "__pydantic_private__", None)
+    _set_fields(copy, record.__pydantic_fields_set__ | {"id"})
+    _set_extra(copy, None)
+    _set_private(copy, None)
     return copy
 
 
