@@ -398,7 +398,7 @@ class SQLiteStore:
                 for shape, rows in batch.groups.items():
                     conn.executemany(_insert_sql(shape), rows)
             except self.driver.IntegrityError:
-                self._raise_duplicate(conn, records)
+                self._raise_duplicate(conn, records, base)
                 raise
             if batch.fts:
                 conn.executemany("INSERT INTO records_fts(rowid, body, tenant) VALUES (?, ?, ?)", batch.fts)
@@ -422,14 +422,24 @@ class SQLiteStore:
 
         return write
 
-    def _raise_duplicate(self, conn: Conn, records: Sequence[MemoryRecord]) -> None:
+    def _raise_duplicate(self, conn: Conn, records: Sequence[MemoryRecord], base: int) -> None:
+        """Raise the typed error naming the first record whose id is stored already (or repeats one earlier
+        in the batch); ``base``: the batch's first rid (its own rows written before the failure are not
+        "stored already")."""
         ids = ids_of(records)
+        stored: set[str] = set()
         for chunk in chunks(ids):
-            row = conn.execute(
-                f"SELECT id FROM records WHERE id IN ({','.join('?' * len(chunk))}) LIMIT 1", chunk
-            ).fetchone()
-            if row is not None:
-                raise duplicate_id(ids.index(row[0]))
+            stored.update(
+                row[0]
+                for row in conn.execute(
+                    f"SELECT id FROM records WHERE rid < ? AND id IN ({','.join('?' * len(chunk))})", [base, *chunk]
+                )
+            )
+        seen: set[str] = set()
+        for i, record_id in enumerate(ids):
+            if record_id in stored or record_id in seen:
+                raise duplicate_id(i)
+            seen.add(record_id)
 
     async def delete(self, ids: Sequence[str] | None, *, scope: MemoryScope) -> int:
         self.db.refuse_if_read_only("delete")
