@@ -94,8 +94,8 @@ def keyword_ranking(
         "SELECT rid, score FROM (SELECT r.rid AS rid, r.created_at AS created_at, "
         "(SELECT count(*) FROM json_each(?) p WHERE r.text LIKE p.value ESCAPE '\\') AS score "
         f"FROM records r WHERE {where} AND {live}{fsql}) WHERE score > 0 "
-        "ORDER BY score DESC, created_at DESC LIMIT ?",
-        [json.dumps(patterns), *params, now, *fparams, limit],
+        f"ORDER BY score DESC, created_at DESC LIMIT {int(limit)}",
+        [json.dumps(patterns), *params, now, *fparams],
     ).fetchall()
     return [(int(rid), float(score)) for rid, score in rows]
 
@@ -180,14 +180,16 @@ def bm25_file(
     if (span.lo, span.hi) != slot_span(span.slot):
         # A narrow time range: FTS5 scores only the rowids it can reach.
         return checked(match, limit, span)
+    # (LIMITs are written into the statements, not bound: a bound LIMIT makes
+    # SQLite re-prepare the statement at every run; see _search.neighbours.)
     # Take FTS5's best rows first, then check scope, expiry and filters on
     # just those: joining every match to `records` before sorting costs a
     # row lookup per match (47 vs 32 ms at 100k).
     inner = inner or limit + 32
     ranked = conn.execute(
         "SELECT rowid - ?, bm25(records_fts, 1.0, 0.0) AS score FROM records_fts "
-        "WHERE records_fts MATCH ? AND rowid BETWEEN ? AND ? ORDER BY score LIMIT ?",
-        (span.base, match, span.lo, span.hi, inner),
+        f"WHERE records_fts MATCH ? AND rowid BETWEEN ? AND ? ORDER BY score LIMIT {int(inner)}",
+        (span.base, match, span.lo, span.hi),
     ).fetchall()
     keep = check([rid for rid, _ in ranked])
     hits = [(int(rid), -float(score)) for rid, score in ranked if rid in keep][:limit]
@@ -208,8 +210,9 @@ def _time_bounds(conn: Conn, where: str, params: list[Any], filters: Cond) -> tu
         return None
     tsql, tparams = where_sql(Where(since=filters.since, until=filters.until))
     row = conn.execute(
-        f"SELECT min(rid), max(rid), count(*) FROM (SELECT r.rid AS rid FROM records r WHERE {where}{tsql} LIMIT ?)",
-        [*params, *tparams, TIME_BOUNDS_MAX + 1],
+        f"SELECT min(rid), max(rid), count(*) FROM (SELECT r.rid AS rid FROM records r WHERE {where}{tsql} "
+        f"LIMIT {TIME_BOUNDS_MAX + 1})",
+        [*params, *tparams],
     ).fetchone()
     if row is None or row[2] > TIME_BOUNDS_MAX:
         return None
@@ -236,8 +239,8 @@ def _ranked_checked(
         "SELECT r.rid, bm25(records_fts, 1.0, 0.0) AS score FROM records_fts "
         "CROSS JOIN records r NOT INDEXED "
         "WHERE records_fts MATCH ? AND records_fts.rowid BETWEEN ? AND ? AND r.rid = records_fts.rowid - ? "
-        f"AND {where} AND {live}{fsql} ORDER BY score LIMIT ?",
-        [match, span.lo, span.hi, span.base, *params, now, *fparams, limit],
+        f"AND {where} AND {live}{fsql} ORDER BY score LIMIT {int(limit)}",
+        [match, span.lo, span.hi, span.base, *params, now, *fparams],
     ).fetchall()
     return [(int(rid), -float(score)) for rid, score in rows]
 

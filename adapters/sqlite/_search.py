@@ -7,6 +7,7 @@ sees the same snapshot. Ranking itself (fusion, the neighbour lift) is
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -37,8 +38,8 @@ def recent(conn: Conn, scope: MemoryScope, k: int, filters: Cond) -> list[Memory
     fsql, fparams = filter_sql(filters)
     rows = conn.execute(
         f"SELECT {COLUMNS} FROM records r WHERE {where} AND (r.expires_at IS NULL OR r.expires_at > ?){fsql} "
-        "ORDER BY r.created_at DESC, r.rid DESC LIMIT ?",
-        [*params, us(utcnow()), *fparams, k],
+        f"ORDER BY r.created_at DESC, r.rid DESC LIMIT {int(k)}",
+        [*params, us(utcnow()), *fparams],
     ).fetchall()
     return SearchResults(
         [MemoryHit(record=record_from_row(row), score=1.0 / (1 + i), signal="recent") for i, row in enumerate(rows)],
@@ -92,7 +93,13 @@ def search_hits(
     else:
         # Keyword search re-ranks its own matches only: every hit still contains a query word.
         near = neighbours(
-            conn, [rid for rid, _ in scored], filters, now, weight=store.context_weight, window=store.context_window
+            conn,
+            [rid for rid, _ in scored],
+            filters,
+            now,
+            weight=store.context_weight,
+            window=store.context_window,
+            among=signal == "keyword",
         )
         ranked = ranking.spread_to_neighbours(
             scored, near, weight=store.context_weight, only_scored=signal == "keyword"
@@ -148,6 +155,8 @@ def vector_job(
         if size is None or size > INLINE_VECTORS:
             raise NotCached(scope.kind)  # a large exact scan (an index's fallback) goes to a worker
     return store.vectors.ranking_job(conn, qvec, scope, limit, filters, now, load=load)
+
+
 def dated(conn: Conn, query: str, ranked: list[tuple[int, float]], weight: float) -> list[tuple[int, float]]:
     """``ranked`` with the records written on the date the query names lifted (:func:`ranking.date_boost`)."""
     span = ranking.query_dates(query) if weight else None
@@ -168,13 +177,21 @@ def neighbours(
     *,
     weight: float,
     window: int,
+    among: bool = False,
 ) -> dict[int, list[tuple[int, int]]]:
     """rid -> (rid, distance) of the live records of its exact scope written just before and after it.
 
     Up to ``window`` on each side, in (created_at, rid) order, matching the filters.
+    ``among=True``: only links between ``rids`` matter (keyword search lifts
+    its own matches only), so a rid with none of the others among its user's
+    nearest :data:`NEIGHBOUR_SCAN` records is left out (it has no such link).
     """
     if not rids or not weight or window < 1:
         return {}
+    if among:
+        rids = _close(conn, rids)
+        if not rids:
+            return {}
     # Only the user's nearest NEIGHBOUR_SCAN records on each side are looked at, so a
     # selective filter or interleaved sessions cannot make this walk a user's whole history.
     fsql, fparams = filter_sql(filters, alias="w", created="w.t")
@@ -182,15 +199,19 @@ def neighbours(
         "(SELECT json_group_array(json_array(t, rid)) FROM (SELECT w.t AS t, w.rid AS rid FROM ("
         "SELECT n.created_at AS t, n.rid AS rid, n.session_id AS s, n.agent_id AS a, n.expires_at AS e "
         "FROM records n WHERE n.user_id IS c.user_id AND (n.created_at, n.rid) {op} (c.created_at, c.rid) "
-        "ORDER BY n.created_at {dir}, n.rid {dir} LIMIT ?) AS w "
+        "ORDER BY n.created_at {dir}, n.rid {dir} LIMIT {scan}) AS w "
         "WHERE w.s IS c.session_id AND w.a IS c.agent_id AND (w.e IS NULL OR w.e > ?)" + fsql + " "
-        "ORDER BY w.t {dir}, w.rid {dir} LIMIT ?))"
+        "ORDER BY w.t {dir}, w.rid {dir} LIMIT {window}))"
     )
-    one_side = [NEIGHBOUR_SCAN, now, *fparams, window]
+    one_side = [now, *fparams]
+    # LIMIT and OFFSET are written into the statement, never bound: SQLite
+    # re-prepares a statement whose bound LIMIT changes at every execution
+    # (callgrind: 427k instructions per run of this one for one rid, 64k with literals).
+    before = side.format(op="<", dir="DESC", scan=NEIGHBOUR_SCAN, window=int(window))
+    after = side.format(op=">", dir="ASC", scan=NEIGHBOUR_SCAN, window=int(window))
     rows = conn.execute(
-        f"SELECT c.rid, {side.format(op='<', dir='DESC')}, {side.format(op='>', dir='ASC')} "
-        f"FROM records c WHERE c.rid IN ({','.join('?' * len(rids))})",
-        [*one_side, *one_side, *rids],
+        f"SELECT c.rid, {before}, {after} FROM records c WHERE c.rid IN (SELECT value FROM json_each(?))",
+        [*one_side, *one_side, json.dumps(list(rids))],
     ).fetchall()
     out: dict[int, list[tuple[int, int]]] = {}
     for rid, before, after in rows:
@@ -200,6 +221,34 @@ def neighbours(
             (int(other), distance) for side_rows in near_first for distance, (_, other) in enumerate(side_rows, 1)
         ]
     return out
+
+
+def _close(conn: Conn, rids: Sequence[int]) -> list[int]:
+    """The ``rids`` with another of them among their user's :data:`NEIGHBOUR_SCAN` nearest records on one side.
+
+    Only those can be linked by :func:`neighbours`, whose lists come from that
+    many records on each side. A link is symmetric, so it is enough to ask, for
+    consecutive rids in (user, created_at, rid) order, whether the later one lies
+    within the earlier one's next :data:`NEIGHBOUR_SCAN` records of the user: one
+    covering-index walk per rid, no row read. A tie on created_at counts as
+    close (then :func:`neighbours` decides exactly).
+    """
+    if len(rids) < 2:
+        return []
+    rows = conn.execute(
+        "SELECT c.rid, c.user_id, c.created_at, (SELECT n.created_at FROM records n WHERE n.user_id IS c.user_id "
+        "AND (n.created_at, n.rid) > (c.created_at, c.rid) ORDER BY n.created_at, n.rid "
+        f"LIMIT 1 OFFSET {NEIGHBOUR_SCAN - 1}) "
+        "FROM records c WHERE c.rid IN (SELECT value FROM json_each(?))",
+        [json.dumps(list(rids))],
+    ).fetchall()
+    rows.sort(key=lambda row: (row[1] is not None, row[1] or "", row[2], row[0]))
+    close: set[int] = set()
+    for (rid, user, _, last), (other, other_user, at, _) in itertools.pairwise(rows):
+        # `last`: created_at of the NEIGHBOUR_SCAN-th record after `rid` (None: fewer follow it).
+        if user == other_user and (last is None or at <= last):
+            close.update((rid, other))
+    return [rid for rid in rids if rid in close]
 
 
 def rows_by_rid(conn: Conn, rids: Sequence[int]) -> dict[int, Sequence[Any]]:

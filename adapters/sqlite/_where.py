@@ -46,9 +46,7 @@ class Where:
     until: int | None = None
 
     @classmethod
-    def of(
-        cls, filters: Mapping[str, Any] | None, since: datetime | None, until: datetime | None
-    ) -> Where | None:
+    def of(cls, filters: Mapping[str, Any] | None, since: datetime | None, until: datetime | None) -> Where | None:
         """``None`` when there is nothing to restrict (the fast paths stay untouched)."""
         if not filters and since is None and until is None:
             return None
