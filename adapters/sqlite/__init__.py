@@ -124,9 +124,10 @@ def SQLiteMemory(
             docs/sqlite.md, "The vector index"), built in the background by the
             first search that finds it missing; below it, and for narrower
             scopes, vector search is exact. ``None`` (the default): always
-            exact — at 1M vectors the index opens and answers a first search
-            far sooner and holds less memory, but its warm searches measured
-            slower than the exact scan, so it is not on by default yet.
+            exact. At 1M vectors the index answers a first search far sooner,
+            holds a fortieth of the private memory and searches warm in about
+            25 ms vs 465 ms exact (recall@10 0.971, loaded machine); opt-in
+            because its results are approximate.
         date_weight: keyword and hybrid search lift records written on the
             date a query names ("on 7 July, 2023", "in May 2022": see
             :func:`memoryport.ranking.query_dates`) by this much (normalised

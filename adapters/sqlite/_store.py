@@ -66,8 +66,8 @@ T = TypeVar("T")
 INLINE_MAX = 8
 
 #: The threshold suggested for ``ann_threshold`` when a host opts in to the vector index (``_ann.py``).
-#: Not the default: at 1M vectors the index starts searching in 0.6 s instead of 11 s, but a warm search
-#: through it measured slower than the exact scan (405 vs 219 ms, recall@10 0.945; docs/benchmarks-sqlite.md).
+#: Not the default (its results are approximate): at 1M vectors the index starts searching in 0.6 s instead of
+#: 11 s and a warm search took 24-27 ms vs 465 ms for the exact scan, recall@10 0.971 (docs/benchmarks-sqlite.md).
 ANN_THRESHOLD = 50_000
 
 
