@@ -16,6 +16,7 @@ per category. Malformed evidence ids are normalised where unambiguous
     python benchmarks/locomo.py [DATA] --backend postgres [--dsn DSN] --cache DIR   # PostgresMemory
     python benchmarks/locomo.py [DATA] --modes hybrid --min-similarity 0.1,0.2,0.3   # similarity floors
     python benchmarks/locomo.py [DATA] --curated [--now last-session]   # + recall through AgentMemory
+    python benchmarks/locomo.py [DATA] --modes hybrid --variants '{"s0.5": {"session_weight": 0.5}}'  # options
 
 ``--curated`` adds, for every mode, two rows: ``<mode>+layer`` asks the same
 questions through :class:`memoryport.curated.AgentMemory` with plain relevance
@@ -32,8 +33,11 @@ recency weighs in (with the real clock every turn is years old and recency is
 both backends rank identical vectors, so their recall can be compared.
 
 ``--ablation`` switches the ranking steps of ``memoryport.ranking``
-off and on in turn (stopwords, fusion by scores instead of ranks, neighbours)
-to show what each gained.
+off and on in turn (stopwords, fusion by scores instead of ranks, neighbours,
+dates, the previous turn's vector, sessions) to show what each gained.
+``--baseline`` adds a hybrid row without the session step, asked question
+by question beside the default (latency ratios from one run);
+``--previous-weight W`` sets the opt-in previous-turn mixing on every store.
 
 DATA defaults to ../shared/data/locomo/locomo-dev.json (beside the repository).
 The data is CC BY-NC: benchmarks only, never shipped in the package.
@@ -200,7 +204,7 @@ class CachedEmbedder:
             np.savez(self.file, keys=np.array(keys), rows=np.stack([self.vectors[k] for k in keys]))
 
 
-ABLATION = ["naive", "+stopwords", "+score fusion", "+neighbours", "+dates"]
+ABLATION = ["naive", "+stopwords", "+score fusion", "+neighbours", "+dates", "+sessions", "+previous turn (opt-in)"]
 
 
 class CuratedSearch:
@@ -235,9 +239,11 @@ def configure_ranking(step: str, memories: dict[str, Any] | None = None) -> None
     from memoryport import ranking
 
     original = configure_ranking.__dict__.setdefault(
-        "original", (ranking.STOPWORDS, ranking.fuse, ranking.NEIGHBOUR_WEIGHT, ranking.DATE_WEIGHT)
+        "original",
+        (ranking.STOPWORDS, ranking.fuse, ranking.NEIGHBOUR_WEIGHT, ranking.DATE_WEIGHT, ranking.PREVIOUS_WEIGHT,
+         ranking.SESSION_WEIGHT),
     )
-    stopwords, fuse, neighbour_weight, date_weight = original
+    stopwords, fuse, neighbour_weight, date_weight, previous_weight, session_weight = original
     level = ABLATION.index(step)
 
     def rank_fusion(keyword: Any, vector: Any, **_: Any) -> Any:
@@ -253,6 +259,10 @@ def configure_ranking(step: str, memories: dict[str, Any] | None = None) -> None
             store.context_weight = neighbour_weight if level >= 3 else 0.0
         if hasattr(store, "date_weight"):
             store.date_weight = date_weight if level >= 4 else 0.0
+        if hasattr(store, "previous_weight"):
+            store.previous_weight = previous_weight if level >= 6 else 0.0
+        if hasattr(store, "session_weight"):
+            store.session_weight = session_weight if level >= 5 else 0.0
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -282,13 +292,35 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         server = start(args.dsn)
         schema = "locomo_" + hashlib.sha256(str(time.time()).encode()).hexdigest()[:8]
         memories: dict[str, Any] = {
-            mode: PostgresMemory(server.dsn, embedder=embedder, search_mode=mode, schema=schema) for mode in modes
+            mode: PostgresMemory(server.dsn, embedder=embedder, search_mode=mode, schema=schema,
+                           previous_weight=args.previous_weight) for mode in modes
         }
     else:
-        memories = {mode: SQLiteMemory(db, embedder=embedder, search_mode=mode) for mode in modes}
+        memories = {mode: SQLiteMemory(db, embedder=embedder, search_mode=mode,
+                                     previous_weight=args.previous_weight) for mode in modes}
         # Hybrid search with a similarity floor for vector-only hits, side by side with the others.
         for floor in args.min_similarity:
             memories[f"hybrid, min_similarity {floor:g}"] = SQLiteMemory(db, embedder=embedder, min_similarity=floor)
+    for name, options in args.variants.items():
+        # Any store options, side by side on the same records, e.g. '{"s0.5": {"session_weight": 0.5}}'.
+        options = dict(options)
+        if "session_gap" in options:
+            options["session_gap"] = timedelta(seconds=float(options["session_gap"]))
+        if args.backend == "postgres":
+            memories[name] = PostgresMemory(server.dsn, embedder=embedder, schema=schema, **options)
+        else:
+            memories[name] = SQLiteMemory(db, embedder=embedder, **options)
+    if args.baseline:
+        # Side by side, question by question: the ranking before this round's default step, on the same records.
+        off = {"session_weight": 0.0}
+        if args.backend == "postgres":
+            memories["hybrid, without sessions"] = PostgresMemory(
+                server.dsn, embedder=embedder, schema=schema, **off  # type: ignore[arg-type]
+            )
+        else:
+            memories["hybrid, without sessions"] = SQLiteMemory(
+                db, embedder=embedder, **off  # type: ignore[arg-type]
+            )
     writer = memories[modes[0]]
     if args.curated:
         last = {c.sample_id: max(t.date for t in c.turns) + timedelta(days=1) for c in conversations}
@@ -339,8 +371,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             configure_ranking(step, memories)
         result["steps"][step or "current"] = await ask(conversations, memories, ids_by_record)
     result["backend"] = args.backend
-    for mode in modes:
-        await memories[mode].aclose()
+    for memory in memories.values():
+        if hasattr(memory, "aclose"):
+            await memory.aclose()
     if server is not None:
         server.stop()
     if isinstance(embedder, CachedEmbedder):
@@ -438,6 +471,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dsn", default=None, help="PostgreSQL DSN for --backend postgres (default: start pgserver)")
     ap.add_argument("--min-similarity", default=[], type=lambda s: [float(v) for v in s.split(",")],
                     help="also run hybrid search with these similarity floors for vector-only hits, e.g. 0.1,0.2")
+    ap.add_argument("--previous-weight", type=float, default=0.0,
+                    help="previous_weight of every store (opt-in vector keys mixed with the previous turn's)")
+    ap.add_argument("--variants", type=json.loads, default={},
+                    help='JSON {name: {store option: value}}: more stores on the same records, side by side '
+                         '(session_gap in seconds), e.g. \'{"p0.5": {"previous_weight": 0.5}}\'')
+    ap.add_argument("--baseline", action="store_true",
+                    help="also run hybrid search without the session step, side by side")
     ap.add_argument("--curated", action="store_true", help="also ask through AgentMemory (salience on)")
     ap.add_argument("--now", choices=("real", "last-session"), default="real",
                     help="the layer's clock with --curated (recency counts from it)")

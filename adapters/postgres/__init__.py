@@ -7,11 +7,18 @@ schema, row-level security, erasure duties and tuning.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from memoryport._embedding import EmbeddingPort
 from memoryport._guard import GuardedMemory, GuardOptions, retention_period
-from memoryport.ranking import DATE_WEIGHT, NEIGHBOUR_WEIGHT, NEIGHBOUR_WINDOW
+from memoryport.ranking import (
+    DATE_WEIGHT,
+    NEIGHBOUR_WEIGHT,
+    NEIGHBOUR_WINDOW,
+    SESSION_GAP,
+    SESSION_WEIGHT,
+)
 
 from ._schema import SCHEMA_VERSION
 from ._schema import migrate as _migrate
@@ -42,6 +49,9 @@ def PostgresMemory(
     context_window: int = NEIGHBOUR_WINDOW,
     durability: str | None = None,
     date_weight: float = DATE_WEIGHT,
+    previous_weight: float = 0.0,
+    session_weight: float = SESSION_WEIGHT,
+    session_gap: timedelta = SESSION_GAP,
     **guard: Unpack[GuardOptions],
 ) -> GuardedMemory[PostgresStore]:
     """Long-term memory in PostgreSQL: full-text and pgvector search, row-level security, real erasure.
@@ -93,6 +103,9 @@ def PostgresMemory(
             one-record add no longer waits for the disk. ``"full"``: ``on``.
         date_weight: the lift of records written on the date a query names,
             as in :class:`~memoryport.SQLiteMemory`.
+        previous_weight, session_weight, session_gap: vector keys mixed with
+            the previous record's and the lift of a strong match's session, as
+            in :class:`~memoryport.SQLiteMemory` (same core ranking, same defaults).
         **guard: the guard's options (:class:`~memoryport.GuardOptions`);
             ``retention_days`` also makes the store's own queries skip older records.
 
@@ -126,6 +139,9 @@ def PostgresMemory(
         context_window=context_window,
         durability=durability,
         date_weight=date_weight,
+        previous_weight=previous_weight,
+        session_weight=session_weight,
+        session_gap=session_gap,
     )
     return GuardedMemory(store, **guard)
 

@@ -7,7 +7,7 @@ neighbour lift) is :mod:`memoryport.ranking`, shared with SQLite.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +17,7 @@ from memoryport._port import SearchResults
 from memoryport._records import MemoryHit, MemoryScope, utcnow
 
 from ._keyword import keyword_ranking
-from ._rows import COLUMNS, F32, record_from_row
+from ._rows import COLUMNS, F32, Vector, record_from_row
 from ._vectors import vector_ranking
 from ._where import Sql, filter_sql, live_sql, range_sql, scope_sql
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from ._store import PostgresStore
 
-__all__ = ["NEIGHBOUR_SCAN", "dated", "neighbours", "recent", "rows_by_rid", "search_hits"]
+__all__ = ["NEIGHBOUR_SCAN", "neighbours", "placed", "recent", "rows_by_rid", "search_hits", "sides", "with_previous"]
 
 # How many of a user's records on each side of a candidate the neighbour lookup reads.
 NEIGHBOUR_SCAN = 16
@@ -74,7 +74,10 @@ async def search_hits(
         signal = "vector"
     else:
         keyword = await keyword_ranking(store, cur, query, scope, limit, filters, now, span)
-        vector = await vector_ranking(store, cur, qvec, scope, limit, filters, now, span)
+        pool = limit * ranking.PREVIOUS_POOL if store.previous_weight else limit
+        vector = await vector_ranking(store, cur, qvec, scope, pool, filters, now, span)
+        if store.previous_weight:
+            vector = (await with_previous(store, cur, scope, qvec, vector, filters, now, span))[:limit]
         scored = ranking.fuse(keyword, vector)
         signal = "hybrid"
     if signal == "vector":
@@ -84,26 +87,62 @@ async def search_hits(
         ranked = ranking.spread_to_neighbours(
             scored, near, weight=store.context_weight, only_scored=signal == "keyword"
         )
-        ranked = (await dated(store, cur, query, ranked))[:k]
+        ranked = (await placed(store, cur, query, ranked))[:k]
     rows = await rows_by_rid(store, cur, [rid for rid, _ in ranked])
     return [
         MemoryHit(record=record_from_row(rows[rid]), score=score, signal=signal) for rid, score in ranked if rid in rows
     ]
 
 
-async def dated(
+async def with_previous(
+    store: PostgresStore,
+    cur: AsyncCursor[Any],
+    scope: MemoryScope,
+    qvec: F32,
+    vector: list[tuple[int, float]],
+    filters: Filters | None,
+    now: datetime,
+    span: Span = (None, None),
+) -> list[tuple[int, float]]:
+    """The vector candidates re-scored by their key mixed with their predecessor's (:func:`ranking.mix_previous`)."""
+    if not vector:
+        return vector
+    before = await sides(store, cur, scope, [rid for rid, _ in vector], filters, now, span, window=1, after=False)
+    pairs = [(rid, found[0][0]) for rid, (found, _) in before.items() if found]
+    if not pairs:
+        return vector
+    s, vs = store.quoted_schema, store.vector_schema
+    await cur.execute(
+        f"SELECT x.c, 1.0 - (p.embedding OPERATOR({vs}.<=>) %b), 1.0 - (p.embedding OPERATOR({vs}.<=>) c.embedding) "
+        f"FROM unnest(%s::bigint[], %s::bigint[]) AS x(c, p) JOIN {s}.records c ON c.rid = x.c "
+        f"JOIN {s}.records p ON p.rid = x.p WHERE c.embedding IS NOT NULL AND p.embedding IS NOT NULL",
+        [Vector(qvec), [c for c, _ in pairs], [p for _, p in pairs]],
+    )
+    parts = {int(rid): (float(to_query), float(to_record)) for rid, to_query, to_record in await cur.fetchall()}
+    return ranking.mix_previous(vector, parts, weight=store.previous_weight)
+
+
+async def placed(
     store: PostgresStore, cur: AsyncCursor[Any], query: str, ranked: list[tuple[int, float]]
 ) -> list[tuple[int, float]]:
-    """``ranked`` with the records written on the date the query names lifted (:func:`ranking.date_boost`)."""
+    """``ranked`` with sessions holding a strong match lifted (:func:`ranking.session_boost`), then the
+    records written on the date the query names (:func:`ranking.date_boost`)."""
     span = ranking.query_dates(query) if store.date_weight else None
-    if span is None or not ranked:
+    if (span is None and not store.session_weight) or not ranked:
         return ranked
     await cur.execute(
-        f"SELECT r.rid, r.created_at FROM {store.quoted_schema}.records r WHERE r.rid = ANY(%s)",
+        f"SELECT r.rid, r.created_at, r.session_id, r.agent_id FROM {store.quoted_schema}.records r "
+        "WHERE r.rid = ANY(%s)",
         ([rid for rid, _ in ranked],),
     )
-    created = {int(rid): at.astimezone(timezone.utc) for rid, at in await cur.fetchall()}
-    return ranking.date_boost(ranked, created, span, weight=store.date_weight)
+    when: dict[int, tuple[Hashable, datetime]] = {
+        int(rid): ((session, agent), at.astimezone(timezone.utc)) for rid, at, session, agent in await cur.fetchall()
+    }
+    if store.session_weight:
+        ranked = ranking.session_boost(ranked, when, weight=store.session_weight, gap=store.session_gap)
+    if span is None:
+        return ranked
+    return ranking.date_boost(ranked, {rid: at for rid, (_, at) in when.items()}, span, weight=store.date_weight)
 
 
 async def neighbours(
@@ -118,6 +157,25 @@ async def neighbours(
     """rid -> (rid, distance) of the live records of its exact scope written just before and after it."""
     window = store.context_window
     if not rids or not store.context_weight or window < 1:
+        return {}
+    found = await sides(store, cur, scope, rids, filters, now, span, window=window)
+    return {rid: [pair for side in both for pair in side] for rid, both in found.items()}
+
+
+async def sides(
+    store: PostgresStore,
+    cur: AsyncCursor[Any],
+    scope: MemoryScope,
+    rids: Sequence[int],
+    filters: Filters | None,
+    now: datetime,
+    span: Span = (None, None),
+    *,
+    window: int,
+    after: bool = True,
+) -> dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]]:
+    """rid -> ((rid, distance) before it, nearest first; the same after it, empty unless ``after``)."""
+    if not rids:
         return {}
     s = store.quoted_schema
     user = "n.user_id IS NULL" if scope.user_id is None else "n.user_id = %s"
@@ -137,14 +195,17 @@ async def neighbours(
         return text, [*user_params, *cond.params]
 
     before, bparams = side("<", "DESC")
-    after, aparams = side(">", "ASC")
+    later, aparams = side(">", "ASC") if after else ("NULL::bigint[]", [])
     await cur.execute(
-        f"SELECT c.rid, {before}, {after} FROM {s}.records c WHERE c.rid = ANY(%s)",
+        f"SELECT c.rid, {before}, {later} FROM {s}.records c WHERE c.rid = ANY(%s)",
         [*bparams, *aparams, list(rids)],
     )
-    out: dict[int, list[tuple[int, int]]] = {}
+    out: dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]] = {}
     for rid, b, a in await cur.fetchall():
-        out[int(rid)] = [(int(x), d) for lst in (b or [], a or []) for d, x in enumerate(lst, 1)]
+        out[int(rid)] = (
+            [(int(x), d) for d, x in enumerate(b or [], 1)],
+            [(int(x), d) for d, x in enumerate(a or [], 1)],
+        )
     return out
 
 

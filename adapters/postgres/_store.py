@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from memoryport import ranking
-from memoryport._checks import check_int, check_number
+from memoryport._checks import check_duration, check_int, check_number
 from memoryport._embedding import EmbeddingPort
 from memoryport._errors import EmbedderMismatch, InvalidInput, UsageError
 from memoryport._filters import Filters
@@ -91,6 +91,9 @@ class PostgresStore:
         connect_timeout: float = 30.0,
         durability: str | None = None,
         date_weight: float = ranking.DATE_WEIGHT,
+        previous_weight: float = 0.0,
+        session_weight: float = ranking.SESSION_WEIGHT,
+        session_gap: timedelta = ranking.SESSION_GAP,
     ) -> None:
         if embedder is not None and not isinstance(embedder, EmbeddingPort):
             raise UsageError(f"embedder must be an EmbeddingPort, not {type(embedder).__name__}")
@@ -103,6 +106,9 @@ class PostgresStore:
         check_int(context_window, "context_window", minimum=0)
         context_weight = check_number(context_weight, "context_weight", minimum=0.0, maximum=1.0)
         date_weight = check_number(date_weight, "date_weight", minimum=0.0, maximum=1.0)
+        previous_weight = check_number(previous_weight, "previous_weight", minimum=0.0, maximum=1.0)
+        session_weight = check_number(session_weight, "session_weight", minimum=0.0, maximum=1.0)
+        session_gap = check_duration(session_gap, "session_gap")
         if not (durability is None or (isinstance(durability, str) and durability in DURABILITY)):
             raise InvalidInput(
                 f"durability must be 'normal', 'full' or None (the server's setting), not {durability!r}",
@@ -139,6 +145,9 @@ class PostgresStore:
         self.context_weight = context_weight
         self.context_window = context_window
         self.date_weight = date_weight
+        self.previous_weight = previous_weight
+        self.session_weight = session_weight
+        self.session_gap = session_gap
         self.rls_enforced: bool | None = None
         caps = {
             Capability.SESSION_SCOPE,

@@ -10,9 +10,10 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Callable, Sequence
-from datetime import datetime
+from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from memoryport import ranking
 from memoryport._port import SearchResults
@@ -27,7 +28,7 @@ from ._vectors import F32, INLINE_VECTORS, NotCached
 if TYPE_CHECKING:
     from ._store import SQLiteStore
 
-__all__ = ["NEIGHBOUR_SCAN", "dated", "neighbours", "recent", "rows_by_rid", "search_hits"]
+__all__ = ["NEIGHBOUR_SCAN", "neighbours", "placed", "recent", "rows_by_rid", "search_hits", "sides", "with_previous"]
 
 # How many of a user's records on each side of a candidate the neighbour lookup reads.
 NEIGHBOUR_SCAN = 16
@@ -78,7 +79,8 @@ def search_hits(
         # The matrix product (numpy, GIL released) runs beside the FTS5 query
         # (SQLite, GIL released): hybrid costs about the slower of the two.
         # Both read this transaction's snapshot: the job's inputs are read here.
-        job = store.numpy.submit(vector_job(store, conn, qvec, scope, limit, filters, now))
+        pool = limit * ranking.PREVIOUS_POOL if store.previous_weight else limit
+        job = store.numpy.submit(vector_job(store, conn, qvec, scope, pool, filters, now))
         keyword = keyword_ranking(conn, store.keyword_index, query, scope, limit, filters, now)
         vector = job.result()
         if store.min_similarity > 0:
@@ -86,6 +88,8 @@ def search_hits(
             # fusion would otherwise give the best of unrelated records a confident-looking score.
             words = {rid for rid, _ in keyword}
             vector = [(rid, cos) for rid, cos in vector if rid in words or cos >= store.min_similarity]
+        if store.previous_weight:
+            vector = with_previous(conn, qvec, vector, filters, now, store.previous_weight)[:limit]
         scored = ranking.fuse(keyword, vector)
         signal = "hybrid"
     if signal == "vector":
@@ -104,7 +108,7 @@ def search_hits(
         ranked = ranking.spread_to_neighbours(
             scored, near, weight=store.context_weight, only_scored=signal == "keyword"
         )
-        ranked = dated(conn, query, ranked, store.date_weight)[:k]
+        ranked = placed(conn, query, ranked, store)[:k]
     rows = rows_by_rid(conn, [rid for rid, _ in ranked])
     # Built, not validated (see _rows.built); a non-finite score (a bug) still goes through validation.
     return [
@@ -157,16 +161,48 @@ def vector_job(
     return store.vectors.ranking_job(conn, qvec, scope, limit, filters, now, load=load)
 
 
-def dated(conn: Conn, query: str, ranked: list[tuple[int, float]], weight: float) -> list[tuple[int, float]]:
-    """``ranked`` with the records written on the date the query names lifted (:func:`ranking.date_boost`)."""
-    span = ranking.query_dates(query) if weight else None
-    if span is None or not ranked:
+def with_previous(
+    conn: Conn, qvec: F32, vector: list[tuple[int, float]], filters: Cond, now: int, weight: float
+) -> list[tuple[int, float]]:
+    """The vector candidates re-scored by their key mixed with their predecessor's (:func:`ranking.mix_previous`)."""
+    if not vector:
+        return vector
+    before = sides(conn, [rid for rid, _ in vector], filters, now, window=1, after=False)
+    previous = {rid: found[0][0] for rid, (found, _) in before.items() if found}
+    wanted = list({*previous, *previous.values()})
+    vecs: dict[int, F32] = {}
+    for chunk in chunks(wanted):
+        found = conn.execute(f"SELECT rid, vec FROM vectors WHERE rid IN ({','.join('?' * len(chunk))})", chunk)
+        vecs.update((int(rid), np.frombuffer(blob, dtype=np.float32)) for rid, blob in found)
+    parts = {
+        rid: (float(vecs[prev] @ qvec), float(vecs[prev] @ vecs[rid]))
+        for rid, prev in previous.items()
+        if rid in vecs and prev in vecs and len(vecs[prev]) == len(qvec) == len(vecs[rid])
+    }
+    return ranking.mix_previous(vector, parts, weight=weight)
+
+
+def placed(conn: Conn, query: str, ranked: list[tuple[int, float]], store: SQLiteStore) -> list[tuple[int, float]]:
+    """``ranked`` with sessions holding a strong match lifted (:func:`ranking.session_boost`), then the
+    records written on the date the query names (:func:`ranking.date_boost`)."""
+    span = ranking.query_dates(query) if store.date_weight else None
+    if (span is None and not store.session_weight) or not ranked:
         return ranked
-    created: dict[int, datetime] = {}
+    # Times stay stored microseconds here (seconds for the session step): a datetime per candidate costs more.
+    when: dict[int, tuple[Hashable, float]] = {}
+    created: dict[int, int] = {}
     for chunk in chunks([rid for rid, _ in ranked]):
-        found = conn.execute(f"SELECT rid, created_at FROM records WHERE rid IN ({','.join('?' * len(chunk))})", chunk)
-        created.update((int(rid), dt(int(at))) for rid, at in found)
-    return ranking.date_boost(ranked, created, span, weight=weight)
+        found = conn.execute(
+            f"SELECT rid, created_at, session_id, agent_id FROM records WHERE rid IN ({','.join('?' * len(chunk))})",
+            chunk,
+        ).fetchall()
+        created.update((rid, at) for rid, at, _, _ in found)
+        when.update((rid, ((session, agent), at / 1e6)) for rid, at, session, agent in found)
+    if store.session_weight:
+        ranked = ranking.session_boost(ranked, when, weight=store.session_weight, gap=store.session_gap)
+    if span is None:
+        return ranked
+    return ranking.date_boost(ranked, {rid: dt(at) for rid, at in created.items()}, span, weight=store.date_weight)
 
 
 def neighbours(
@@ -220,6 +256,40 @@ def neighbours(
         out[int(rid)] = [
             (int(other), distance) for side_rows in near_first for distance, (_, other) in enumerate(side_rows, 1)
         ]
+    return out
+
+
+def sides(
+    conn: Conn, rids: Sequence[int], filters: Cond, now: int, *, window: int, after: bool = True
+) -> dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]]:
+    """rid -> ((rid, distance) before it, nearest first; the same after it, empty unless ``after``).
+
+    The records of its exact scope, live and matching the filters, as in :func:`neighbours`.
+    """
+    if not rids or window < 1:
+        return {}
+    fsql, fparams = filter_sql(filters, alias="w", created="w.t")
+    side = (
+        "(SELECT json_group_array(json_array(t, rid)) FROM (SELECT w.t AS t, w.rid AS rid FROM ("
+        "SELECT n.created_at AS t, n.rid AS rid, n.session_id AS s, n.agent_id AS a, n.expires_at AS e "
+        "FROM records n WHERE n.user_id IS c.user_id AND (n.created_at, n.rid) {op} (c.created_at, c.rid) "
+        "ORDER BY n.created_at {dir}, n.rid {dir} LIMIT {scan}) AS w "
+        "WHERE w.s IS c.session_id AND w.a IS c.agent_id AND (w.e IS NULL OR w.e > ?)" + fsql + " "
+        "ORDER BY w.t {dir}, w.rid {dir} LIMIT {window}))"
+    )
+    one_side = [now, *fparams]
+    before = side.format(op="<", dir="DESC", scan=NEIGHBOUR_SCAN, window=int(window))
+    later = side.format(op=">", dir="ASC", scan=NEIGHBOUR_SCAN, window=int(window)) if after else "NULL"
+    rows = conn.execute(
+        f"SELECT c.rid, {before}, {later} FROM records c WHERE c.rid IN (SELECT value FROM json_each(?))",
+        [*one_side, *(one_side if after else []), json.dumps(list(rids))],
+    ).fetchall()
+    out: dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]] = {}
+    for rid, found_before, found_after in rows:
+        # sorted here: an aggregate's input order is not guaranteed
+        near_first = (sorted(json.loads(found_before or "[]"), reverse=True), sorted(json.loads(found_after or "[]")))
+        b, a = ([(int(other), d) for d, (_, other) in enumerate(side_rows, 1)] for side_rows in near_first)
+        out[int(rid)] = (b, a)
     return out
 
 

@@ -34,7 +34,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from memoryport import ranking
-from memoryport._checks import check_int, check_number
+from memoryport._checks import check_duration, check_int, check_number
 from memoryport._embedding import EmbeddingPort
 from memoryport._errors import EmbedderMismatch, InvalidInput, UsageError
 from memoryport._port import Capability, SearchResults
@@ -226,6 +226,9 @@ class SQLiteStore:
         inline_writes: bool = True,
         ann_threshold: int | None = None,
         date_weight: float = ranking.DATE_WEIGHT,
+        previous_weight: float = 0.0,
+        session_weight: float = ranking.SESSION_WEIGHT,
+        session_gap: timedelta = ranking.SESSION_GAP,
     ) -> None:
         if not isinstance(durability, str) or durability not in DURABILITY:
             raise InvalidInput(
@@ -249,6 +252,9 @@ class SQLiteStore:
         if ann_threshold is not None:
             ann_threshold = check_int(ann_threshold, "ann_threshold", minimum=1)
         date_weight = check_number(date_weight, "date_weight", minimum=0.0, maximum=1.0)
+        previous_weight = check_number(previous_weight, "previous_weight", minimum=0.0, maximum=1.0)
+        session_weight = check_number(session_weight, "session_weight", minimum=0.0, maximum=1.0)
+        session_gap = check_duration(session_gap, "session_gap")
         if search_mode not in ("hybrid", "vector", "keyword"):
             raise InvalidInput("search_mode must be 'hybrid', 'vector' or 'keyword'", field="search_mode")
         self.search_mode: SearchMode = search_mode  # type: ignore[assignment]  # one of three, checked above
@@ -268,6 +274,9 @@ class SQLiteStore:
         self.min_similarity = min_similarity
         self.ann_params = None if ann_threshold is None else AnnParams(threshold=ann_threshold)
         self.date_weight = date_weight
+        self.previous_weight = previous_weight
+        self.session_weight = session_weight
+        self.session_gap = session_gap
         self._closed = False
         self._builds: dict[str, threading.Thread] = {}
         create_file(self.path)

@@ -243,3 +243,101 @@ def test_date_weight_is_checked(tmp_path: object) -> None:
 
     with pytest.raises(InvalidInput, match="date_weight"):
         SQLiteMemory(f"{tmp_path}/x.db", date_weight=2)
+
+
+# Vectors by hand: the query is about trips; the reply "Yes, twice!" is not, but the turn before it is.
+TRIP_VECTORS = {
+    "holiday destinations": [1.0, 0.0, 0.0, 0.0],
+    "Ben: Did you go anywhere nice?": [1.0, 0.0, 0.0, 0.0],
+    "Ann: Yes, twice!": [0.0, 1.0, 0.0, 0.0],
+    "Ben: The weather is nice.": [0.5, 0.0, 0.866, 0.0],
+}
+TRIP_TALK = [*list(TRIP_VECTORS)[1:], "Ann: My cat sleeps all day.", "Ben: Mine too."]
+
+
+def trip_embedder() -> CallableEmbedder:
+    return CallableEmbedder(
+        lambda texts: [TRIP_VECTORS.get(t, [0.0, 0.0, 0.0, 1.0]) for t in texts], dim=4, name="trip"
+    )
+
+
+def add_talk(memory: GuardedMemory, talk: list[str], scope: MemoryScope = ANN) -> None:
+    from datetime import timedelta
+
+    t0 = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
+    for i, text in enumerate(talk):
+        memory.add_sync([MemoryRecord(scope=scope, text=text, created_at=t0 + timedelta(seconds=i))])
+
+
+@pytest.mark.parametrize(("weight", "reply_first"), [(0.6, True), (0.0, False)])
+def test_previous_weight_finds_a_reply_by_the_turn_before_it(
+    tmp_path: object, weight: float, reply_first: bool
+) -> None:
+    memory = SQLiteMemory(
+        f"{tmp_path}/p.db", embedder=trip_embedder(), previous_weight=weight, context_weight=0, session_weight=0
+    )
+    add_talk(memory, TRIP_TALK)
+    # No query word is in any record: hybrid ranks by vectors alone (mixed with the previous turn's).
+    found = texts(memory.search_sync("holiday destinations", scope=ANN, k=3))
+    assert found[0] == "Ben: Did you go anywhere nice?"
+    assert (found.index("Ann: Yes, twice!") < found.index("Ben: The weather is nice.")) is reply_first
+    # pure vector search keeps plain cosine scores
+    vector = SQLiteMemory(f"{tmp_path}/p.db", embedder=trip_embedder(), previous_weight=weight, search_mode="vector")
+    hits = vector.search_sync("holiday destinations", scope=ANN, k=3)
+    assert texts(hits)[1] == "Ben: The weather is nice." and hits[1].score == pytest.approx(0.5, abs=1e-3)
+    for m in (memory, vector):
+        m.close()
+
+
+def test_previous_turn_comes_from_the_same_session_and_passes_the_filters(tmp_path: object) -> None:
+    s1, s2 = MemoryScope(user_id="ann", session_id="s1"), MemoryScope(user_id="ann", session_id="s2")
+    memory = SQLiteMemory(f"{tmp_path}/s.db", embedder=trip_embedder(), previous_weight=0.6, context_weight=0)
+    from datetime import timedelta
+
+    t0 = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
+    talk = [(s1, "Ben: Did you go anywhere nice?", "q"), (s2, "Ben: Mine too.", "x"), (s1, "Ann: Yes, twice!", "a"),
+            (s2, "Ann: Yes, twice!", "b"), (s1, "Ben: The weather is nice.", "w")]  # fmt: skip
+    for i, (scope, text, tag) in enumerate(talk):
+        at = t0 + timedelta(seconds=i)
+        memory.add_sync([MemoryRecord(scope=scope, text=text, metadata={"tag": tag}, created_at=at)])
+    user = MemoryScope(user_id="ann")
+    tags = [h.record.metadata["tag"] for h in memory.search_sync("holiday destinations", scope=user, k=5)]
+    # s1's reply follows the question in its session; s2's follows "Mine too." and gets no lift
+    assert tags.index("a") < tags.index("w") < tags.index("b")
+    # a filter that hides the question leaves the reply without a predecessor
+    filtered = memory.search_sync("holiday destinations", scope=s1, k=5, filters={"tag": {"$in": ["a", "w"]}})
+    assert [h.record.metadata["tag"] for h in filtered] == ["w", "a"]
+    memory.close()
+
+
+DAYS = [
+    ("Ann: We flew to Lisbon for the weekend.", 0),
+    ("Ann: The food there was wonderful.", 60),
+    ("Ann: Some food.", 3 * 86_400),  # three days later: another session, and a stronger keyword match alone
+]
+
+
+@pytest.mark.parametrize(("weight", "first_food"), [(0.3, 1), (0.0, 2)])
+def test_session_weight_lifts_the_session_of_the_best_match(
+    tmp_path: object, weight: float, first_food: int
+) -> None:
+    from datetime import timedelta
+
+    memory = SQLiteMemory(f"{tmp_path}/k.db", session_weight=weight, context_weight=0)
+    t0 = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
+    memory.add_sync([MemoryRecord(scope=ANN, text=t, created_at=t0 + timedelta(seconds=s)) for t, s in DAYS])
+    found = texts(memory.search_sync("Lisbon food", scope=ANN, k=3))
+    assert found[0] == DAYS[0][0] and found[1] == DAYS[first_food][0]
+    memory.close()
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("previous_weight", -0.1), ("previous_weight", 1.5), ("session_weight", True), ("session_gap", 0),
+     ("session_gap", 30)],
+)  # fmt: skip
+def test_previous_and_session_options_are_checked(tmp_path: object, option: str, value: object) -> None:
+    from memoryport import InvalidInput
+
+    with pytest.raises(InvalidInput, match=option):
+        SQLiteMemory(f"{tmp_path}/x.db", **{option: value})  # type: ignore[arg-type]

@@ -68,3 +68,66 @@ async def test_a_date_in_the_query_lifts_the_same_records(pg: Server, tmp_path: 
     finally:
         await sqlite.aclose()
         await postgres.aclose()
+
+
+TRIP_VECTORS = {
+    "holiday destinations": [1.0, 0.0, 0.0, 0.0],
+    "Ben: Did you go anywhere nice?": [1.0, 0.0, 0.0, 0.0],
+    "Ann: Yes, twice!": [0.0, 1.0, 0.0, 0.0],
+    "Ben: The weather is nice.": [0.5, 0.0, 0.866, 0.0],
+}
+
+
+@pytest.mark.parametrize("weight", [0.6, 0.0])
+async def test_previous_turn_mixing_ranks_alike(pg: Server, tmp_path: Path, weight: float) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from memoryport import CallableEmbedder
+
+    embedder = CallableEmbedder(
+        lambda texts: [TRIP_VECTORS.get(t, [0.0, 0.0, 0.0, 1.0]) for t in texts], dim=4, name="trip"
+    )
+    ann, other = MemoryScope(user_id="ann", session_id="s1"), MemoryScope(user_id="ann", session_id="s2")
+    t0 = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
+    talk = [(ann, "Ben: Did you go anywhere nice?"), (other, "Ben: Mine too."), (ann, "Ann: Yes, twice!"),
+            (ann, "Ben: The weather is nice."), (ann, "Ann: My cat sleeps all day.")]  # fmt: skip
+    options = {"previous_weight": weight, "context_weight": 0.0, "session_weight": 0.0}
+    sqlite = SQLiteMemory(tmp_path / "p.db", embedder=embedder, **options)  # type: ignore[arg-type]
+    postgres = PostgresMemory(pg.app_dsn, embedder=embedder, schema=fresh_schema(), **options)  # type: ignore[arg-type]
+    try:
+        records = [MemoryRecord(scope=s, text=t, created_at=t0 + timedelta(seconds=i)) for i, (s, t) in enumerate(talk)]
+        for memory in (sqlite, postgres):
+            await memory.add(records)
+        ranked = []
+        for memory in (sqlite, postgres):
+            hits = await memory.search("holiday destinations", scope=MemoryScope(user_id="ann"), k=5)
+            ranked.append([(h.record.text, round(h.score, 4)) for h in hits])
+        assert ranked[0] == ranked[1]
+        order = [text for text, _ in ranked[0]]
+        reply_first = order.index("Ann: Yes, twice!") < order.index("Ben: The weather is nice.")
+        assert reply_first is (weight > 0)
+    finally:
+        await sqlite.aclose()
+        await postgres.aclose()
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+async def test_the_session_lift_ranks_alike(pg: Server, tmp_path: Path, mode: str) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    ann = MemoryScope(user_id="ann")
+    t0 = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
+    days = [("ann flew to lisbon for the weekend", 0), ("the food there was good", 60),
+            ("the food was good", 3 * 86_400), ("a long day of food and travel and rain", 5 * 86_400)]  # fmt: skip
+    embedder = bow_embedder()
+    options = {"session_weight": 0.3, "context_weight": 0.0, "search_mode": mode}
+    sqlite = SQLiteMemory(tmp_path / "s.db", embedder=embedder, **options)  # type: ignore[arg-type]
+    postgres = PostgresMemory(pg.app_dsn, embedder=embedder, schema=fresh_schema(), **options)  # type: ignore[arg-type]
+    try:
+        for memory in (sqlite, postgres):
+            await memory.add([MemoryRecord(scope=ann, text=t, created_at=t0 + timedelta(seconds=s)) for t, s in days])
+            hits = await memory.search("lisbon food", scope=ann, k=3)
+            assert [h.record.text for h in hits][:2] == [days[0][0], days[1][0]], (memory, hits)
+    finally:
+        await sqlite.aclose()
+        await postgres.aclose()
