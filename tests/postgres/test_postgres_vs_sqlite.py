@@ -117,17 +117,22 @@ async def test_the_session_lift_ranks_alike(pg: Server, tmp_path: Path, mode: st
 
     ann = MemoryScope(user_id="ann")
     t0 = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
-    days = [("ann flew to lisbon for the weekend", 0), ("the food there was good", 60),
-            ("the food was good", 3 * 86_400), ("a long day of food and travel and rain", 5 * 86_400)]  # fmt: skip
+    # The same text twice: only the session (the Lisbon match's, or one three days later) tells them apart.
+    days = [("ann flew to lisbon for the weekend", 0, "trip"), ("the food was good", 3 * 86_400, "later"),
+            ("the food was good", 60, "same"), ("a long day of rain", 5 * 86_400, "rain")]  # fmt: skip
     embedder = bow_embedder()
     options = {"session_weight": 0.3, "context_weight": 0.0, "search_mode": mode}
     sqlite = SQLiteMemory(tmp_path / "s.db", embedder=embedder, **options)  # type: ignore[arg-type]
     postgres = PostgresMemory(pg.app_dsn, embedder=embedder, schema=fresh_schema(), **options)  # type: ignore[arg-type]
     try:
         for memory in (sqlite, postgres):
-            await memory.add([MemoryRecord(scope=ann, text=t, created_at=t0 + timedelta(seconds=s)) for t, s in days])
+            records = [
+                MemoryRecord(scope=ann, text=t, metadata={"tag": tag}, created_at=t0 + timedelta(seconds=s))
+                for t, s, tag in days
+            ]
+            await memory.add(records)
             hits = await memory.search("lisbon food", scope=ann, k=3)
-            assert [h.record.text for h in hits][:2] == [days[0][0], days[1][0]], (memory, hits)
+            assert [h.record.metadata["tag"] for h in hits] == ["trip", "same", "later"], (memory, hits)
     finally:
         await sqlite.aclose()
         await postgres.aclose()
