@@ -383,6 +383,28 @@ def bench_throughput(shared: Pair, procs: int, seconds: float) -> list[list[Any]
 # -- 6. one corpus of N records: search at N, a user among N, HNSW at N -------------------------
 
 
+async def emit_sizes(dsn: str, pair: Pair, emit: Callable[[str], None]) -> None:
+    """On-disk size of a data set: the SQLite file (with -wal) and PostgreSQL's largest relations."""
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT c.relname, c.relkind, pg_total_relation_size(c.oid), pg_relation_size(c.oid) FROM pg_class c "
+            "WHERE c.relnamespace = %s::regnamespace AND c.relkind IN ('r', 'i') ORDER BY 3 DESC LIMIT 8",
+            (pair.schema,),
+        )
+        rel = await cur.fetchall()
+    mb = 1024 * 1024
+    sqlite_bytes = sum(p.stat().st_size for p in pair.path.parent.glob(pair.path.name + "*"))
+    rows: list[list[Any]] = [["SQLite file (+ -wal, -shm)", "file", sqlite_bytes / mb]]
+    rows += [
+        [name, "table (with its indexes and TOAST)" if kind == "r" else "index", (total if kind == "r" else own) / mb]
+        for name, kind, total, own in rel
+    ]
+    emit(f"\n### On-disk size of the {pair.schema} data set\n")
+    emit(table(["relation", "kind", "MB"], rows))
+
+
 async def bench_big(dsn: str, folder: Path, n: int, mine_n: int, queries: int, ef_values: Sequence[int],
                     emit: Callable[[str], None]) -> None:
     """User "big" holds n - mine_n records, user "me" mine_n spread through them; "me" also alone."""
@@ -503,6 +525,7 @@ async def bench_big(dsn: str, folder: Path, n: int, mine_n: int, queries: int, e
     emit(f"\n### HNSW at {n:,} records: user \"big\" ({n - mine_n:,}), recall@10 against the exact scan\n")
     emit(table(["ef_search", "recall@10 (mean)", "recall@10 (worst query)", "HNSW median (ms)", "HNSW p95",
                 "exact median (ms)"], rows))
+    await emit_sizes(dsn, shared, emit)
 
 
 async def bench_big_add(dsn: str, folder: Path, n: int, singles: int, emit: Callable[[str], None]) -> None:
