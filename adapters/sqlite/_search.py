@@ -228,6 +228,19 @@ def neighbours(
         rids = _close(conn, rids)
         if not rids:
             return {}
+    found = sides(conn, rids, filters, now, window=window)
+    return {rid: [*before, *after] for rid, (before, after) in found.items()}
+
+
+def sides(
+    conn: Conn, rids: Sequence[int], filters: Cond, now: int, *, window: int, after: bool = True
+) -> dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]]:
+    """rid -> ((rid, distance) before it, nearest first; the same after it, empty unless ``after``).
+
+    The records of its exact scope, live and matching the filters, as in :func:`neighbours`.
+    """
+    if not rids or window < 1:
+        return {}
     # Only the user's nearest NEIGHBOUR_SCAN records on each side are looked at, so a
     # selective filter or interleaved sessions cannot make this walk a user's whole history.
     fsql, fparams = filter_sql(filters, alias="w", created="w.t")
@@ -243,41 +256,6 @@ def neighbours(
     # LIMIT and OFFSET are written into the statement, never bound: SQLite
     # re-prepares a statement whose bound LIMIT changes at every execution
     # (callgrind: 427k instructions per run of this one for one rid, 64k with literals).
-    before = side.format(op="<", dir="DESC", scan=NEIGHBOUR_SCAN, window=int(window))
-    after = side.format(op=">", dir="ASC", scan=NEIGHBOUR_SCAN, window=int(window))
-    rows = conn.execute(
-        f"SELECT c.rid, {before}, {after} FROM records c WHERE c.rid IN (SELECT value FROM json_each(?))",
-        [*one_side, *one_side, json.dumps(list(rids))],
-    ).fetchall()
-    out: dict[int, list[tuple[int, int]]] = {}
-    for rid, before, after in rows:
-        # sorted here: an aggregate's input order is not guaranteed
-        near_first = (sorted(json.loads(before or "[]"), reverse=True), sorted(json.loads(after or "[]")))
-        out[int(rid)] = [
-            (int(other), distance) for side_rows in near_first for distance, (_, other) in enumerate(side_rows, 1)
-        ]
-    return out
-
-
-def sides(
-    conn: Conn, rids: Sequence[int], filters: Cond, now: int, *, window: int, after: bool = True
-) -> dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]]:
-    """rid -> ((rid, distance) before it, nearest first; the same after it, empty unless ``after``).
-
-    The records of its exact scope, live and matching the filters, as in :func:`neighbours`.
-    """
-    if not rids or window < 1:
-        return {}
-    fsql, fparams = filter_sql(filters, alias="w", created="w.t")
-    side = (
-        "(SELECT json_group_array(json_array(t, rid)) FROM (SELECT w.t AS t, w.rid AS rid FROM ("
-        "SELECT n.created_at AS t, n.rid AS rid, n.session_id AS s, n.agent_id AS a, n.expires_at AS e "
-        "FROM records n WHERE n.user_id IS c.user_id AND (n.created_at, n.rid) {op} (c.created_at, c.rid) "
-        "ORDER BY n.created_at {dir}, n.rid {dir} LIMIT {scan}) AS w "
-        "WHERE w.s IS c.session_id AND w.a IS c.agent_id AND (w.e IS NULL OR w.e > ?)" + fsql + " "
-        "ORDER BY w.t {dir}, w.rid {dir} LIMIT {window}))"
-    )
-    one_side = [now, *fparams]
     before = side.format(op="<", dir="DESC", scan=NEIGHBOUR_SCAN, window=int(window))
     later = side.format(op=">", dir="ASC", scan=NEIGHBOUR_SCAN, window=int(window)) if after else "NULL"
     rows = conn.execute(
