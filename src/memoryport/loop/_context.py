@@ -326,10 +326,7 @@ class PromptContext:
         return f"PromptContext(backend={self.memory.memory.backend!r})"
 
     def _now(self) -> datetime:
-        now = self._clock() if self._clock is not None else self.memory._now()
-        if not isinstance(now, datetime) or now.tzinfo is None:
-            raise UsageError("PromptContext's clock must return an aware datetime")
-        return now.astimezone(timezone.utc)
+        return K.aware_now(self._clock if self._clock is not None else self.memory._now, "PromptContext")
 
     async def _visible(self, text: str) -> str | None:
         if self.read_filter is None:

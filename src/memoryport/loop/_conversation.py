@@ -186,16 +186,9 @@ class ConversationLog:
     ) -> None:
         guard = memory_of(memory, "ConversationLog()")
         K.require(guard, _REQUIRED, "ConversationLog")
-        limit = guard.limits.max_text_chars
-        if max_chars is None:
-            max_chars = limit
-        if isinstance(max_chars, bool) or not isinstance(max_chars, int) or not 1 <= max_chars <= limit:
-            raise UsageError(f"max_chars must be an integer from 1 to the guard's max_text_chars ({limit:,})")
-        self.ttl = None if ttl is None else parse_duration(ttl, "ttl")
-        if self.ttl is not None:
-            K.require(guard, (Capability.EXPIRY,), "ConversationLog(ttl=...)")
+        self.max_chars = K.text_cap(guard, max_chars)
+        self.ttl = K.ttl_of(guard, ttl, "ConversationLog")
         self.memory = guard
-        self.max_chars = max_chars
         self._clock = clock
         self._next: dict[MemoryScope, int] = {}
 
@@ -203,10 +196,7 @@ class ConversationLog:
         return f"ConversationLog(backend={self.memory.backend!r})"
 
     def _now(self) -> datetime:
-        now = self._clock()
-        if not isinstance(now, datetime) or now.tzinfo is None:
-            raise UsageError("ConversationLog's clock must return an aware datetime")
-        return now.astimezone(timezone.utc)
+        return K.aware_now(self._clock, "ConversationLog")
 
     @staticmethod
     def _filters(role: str | None) -> dict[str, Any]:

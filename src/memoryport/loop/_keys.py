@@ -8,7 +8,8 @@ recall, dedup, decay, the cap and stats (see :data:`memoryport.curated._keys.LOG
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .._errors import InvalidInput, UnsupportedCapability, UsageError
@@ -16,6 +17,7 @@ from .._guard import GuardedMemory
 from .._port import Capability
 from .._records import MemoryScope
 from ..curated._keys import LOG, PREFIX
+from ..curated._types import Duration, parse_duration
 
 __all__ = [
     "ARGUMENTS",
@@ -131,3 +133,30 @@ def is_log(metadata: Any, kind: str | None = None) -> bool:
     """Whether a record's metadata marks it as the loop's (of ``kind`` when given)."""
     value = metadata.get(LOG) if hasattr(metadata, "get") else None
     return isinstance(value, str) and (kind is None or value == kind)
+
+
+def text_cap(memory: GuardedMemory, max_chars: object) -> int:
+    """A part's ``max_chars``: None means the guard's ``max_text_chars``; otherwise 1 to that limit."""
+    limit = memory.limits.max_text_chars
+    if max_chars is None:
+        return limit
+    if isinstance(max_chars, bool) or not isinstance(max_chars, int) or not 1 <= max_chars <= limit:
+        raise UsageError(f"max_chars must be an integer from 1 to the guard's max_text_chars ({limit:,})")
+    return max_chars
+
+
+def ttl_of(memory: GuardedMemory, ttl: Duration | None, what: str) -> timedelta | None:
+    """A part's ``ttl`` as a timedelta (None: none); a ttl needs the ``expiry`` capability."""
+    if ttl is None:
+        return None
+    period = parse_duration(ttl, "ttl")
+    require(memory, (Capability.EXPIRY,), f"{what}(ttl=...)")
+    return period
+
+
+def aware_now(clock: Callable[[], datetime], what: str) -> datetime:
+    """The host's clock in UTC; UsageError naming ``what`` when it does not return an aware datetime."""
+    now = clock()
+    if not isinstance(now, datetime) or now.tzinfo is None:
+        raise UsageError(f"{what}'s clock must return an aware datetime")
+    return now.astimezone(timezone.utc)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from .._errors import InvalidInput, UsageError
@@ -13,7 +13,7 @@ from .._port import Capability
 from .._records import MemoryRecord, MemoryScope, MemoryUpdate, new_id, utcnow
 from .._sync import run_sync
 from ..curated import AgentMemory, NewMemory, Remembered
-from ..curated._types import Duration, parse_duration
+from ..curated._types import Duration
 from . import _keys as K
 
 __all__ = ["ScratchEnd", "ScratchItem", "Scratchpad"]
@@ -134,27 +134,17 @@ class Scratchpad:
         K.require(guard, _REQUIRED, "Scratchpad")
         if isinstance(max_items, bool) or not isinstance(max_items, int) or not 1 <= max_items <= guard.limits.max_k:
             raise UsageError(f"max_items must be an integer from 1 to {guard.limits.max_k}")
-        limit = guard.limits.max_text_chars
-        if max_chars is None:
-            max_chars = limit
-        if isinstance(max_chars, bool) or not isinstance(max_chars, int) or not 1 <= max_chars <= limit:
-            raise UsageError(f"max_chars must be an integer from 1 to the guard's max_text_chars ({limit:,})")
-        self.ttl = None if ttl is None else parse_duration(ttl, "ttl")
-        if self.ttl is not None:
-            K.require(guard, (Capability.EXPIRY,), "Scratchpad(ttl=...)")
+        self.max_chars = K.text_cap(guard, max_chars)
+        self.ttl = K.ttl_of(guard, ttl, "Scratchpad")
         self.memory = memory
         self.max_items = max_items
-        self.max_chars = max_chars
         self._clock = clock
 
     def __repr__(self) -> str:
         return f"Scratchpad(backend={self.memory.memory.backend!r})"
 
     def _now(self) -> datetime:
-        now = self._clock()
-        if not isinstance(now, datetime) or now.tzinfo is None:
-            raise UsageError("Scratchpad's clock must return an aware datetime")
-        return now.astimezone(timezone.utc)
+        return K.aware_now(self._clock, "Scratchpad")
 
     async def _all(self, scope: MemoryScope, ctx: EventSink | None) -> list[ScratchItem]:
         # A pad holds at most max_items (<= max_k): one listing is complete.

@@ -9,7 +9,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Literal
 
 from .._errors import InvalidInput, UsageError
@@ -20,7 +20,7 @@ from .._records import MemoryRecord, MemoryScope, MetadataValue, new_id, utcnow
 from .._sync import run_sync
 from .._timerange import TimeBound
 from ..curated import AgentMemory, Remembered
-from ..curated._types import Duration, parse_duration
+from ..curated._types import Duration
 from . import _keys as K
 from ._conversation import memory_of
 
@@ -170,9 +170,7 @@ class ToolHistory:
                 raise UsageError("errors_as_memories=True needs an AgentMemory (curated memory keeps the errors)")
             if "error" not in self.agent.policy.kinds:
                 raise UsageError("errors_as_memories=True needs the kind 'error' in the CurationPolicy's kinds")
-        self.ttl = None if ttl is None else parse_duration(ttl, "ttl")
-        if self.ttl is not None:
-            K.require(guard, (Capability.EXPIRY,), "ToolHistory(ttl=...)")
+        self.ttl = K.ttl_of(guard, ttl, "ToolHistory")
         self.memory = guard
         self.capture_details = capture_details
         self.errors_as_memories = errors_as_memories
@@ -182,10 +180,7 @@ class ToolHistory:
         return f"ToolHistory(backend={self.memory.backend!r})"
 
     def _now(self) -> datetime:
-        now = self._clock()
-        if not isinstance(now, datetime) or now.tzinfo is None:
-            raise UsageError("ToolHistory's clock must return an aware datetime")
-        return now.astimezone(timezone.utc)
+        return K.aware_now(self._clock, "ToolHistory")
 
     async def log_tool_call(
         self,
