@@ -89,28 +89,40 @@ def meta_int(path: str, key: str, value: Any) -> int:
     raise UsageError(f"{path}: meta.{key} is {state}; the file is damaged or was not written by memoryport")
 
 
-def bump(conn: Conn, deltas: Mapping[str, int]) -> tuple[int, dict[str, int]]:
+def bump(conn: Conn, deltas: Mapping[str, int], old: Mapping[str, int] | None = None) -> tuple[int, dict[str, int]]:
     """Advance the file's generation for these tenants and their record counts by ``deltas``.
 
     The generation tells every process's vector cache that a tenant changed; the
     counts steer the keyword plan. Returns the new generation and the tenants'
-    previous ones (-1: none).
+    previous ones (-1: none). ``old``: those previous generations when the
+    caller read them in this transaction already (as an add does), for every
+    tenant of ``deltas``; else they are read here.
+
+    Two statements when ``old`` is given: the file's generation and record
+    count in one ``UPDATE`` of ``meta``, the tenants' rows in one upsert.
     """
     tenants = sorted(deltas)
     if not tenants:
         return -1, {}
-    gen = int(conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation' RETURNING value").fetchone()[0])
-    old: dict[str, int] = {}
-    for tenant in tenants:
-        row = conn.execute("SELECT gen FROM generations WHERE tenant = ?", (tenant,)).fetchone()
-        old[tenant] = -1 if row is None else int(row[0])
+    rows = conn.execute(
+        "UPDATE meta SET value = value + (CASE key WHEN 'generation' THEN 1 ELSE ? END) "
+        "WHERE key IN ('generation', 'records') RETURNING key, value",
+        (sum(deltas.values()),),
+    ).fetchall()
+    gen = int(next(value for key, value in rows if key == "generation"))
+    if old is None or not all(t in old for t in tenants):
+        before: dict[str, int] = {}
+        for tenant in tenants:
+            row = conn.execute("SELECT gen FROM generations WHERE tenant = ?", (tenant,)).fetchone()
+            before[tenant] = -1 if row is None else int(row[0])
+    else:
+        before = {t: old[t] for t in tenants}
     conn.executemany(
         "INSERT INTO generations(tenant, gen, n) VALUES (?, ?, ?) "
         "ON CONFLICT(tenant) DO UPDATE SET gen = excluded.gen, n = n + excluded.n",
         [(t, gen, deltas[t]) for t in tenants],
     )
-    conn.execute("UPDATE meta SET value = value + ? WHERE key = 'records'", (sum(deltas.values()),))
-    return gen, old
+    return gen, before
 
 
 def tenant_slots(conn: Conn, tenants: Iterable[str]) -> dict[str, int]:

@@ -65,6 +65,9 @@ T = TypeVar("T")
 #: Adds of at most this many records may commit on the caller's thread (``inline_writes``).
 INLINE_MAX = 8
 
+#: An add of records of at most this many users reads their ``generations`` rows in its first statement.
+HEAD_TENANTS = 32
+
 #: The threshold suggested for ``ann_threshold`` when a host opts in to the vector index (``_ann.py``).
 #: Not the default (its results are approximate): at 1M vectors the index starts searching in 0.6 s instead of
 #: 11 s and a warm search took 24-27 ms vs 465 ms for the exact scan, recall@10 0.971 (docs/benchmarks-sqlite.md).
@@ -110,6 +113,27 @@ def _insert_sql(shape: Shape) -> str:
     nulls = {col for col, null in zip(_NULLABLE, shape, strict=True) if null}
     values = ["?"] + ["NULL" if i in nulls else "?" for i in range(len(_RECORD_COLUMNS))]
     return f"INSERT INTO records(rid, {', '.join(_RECORD_COLUMNS)}) VALUES ({', '.join(values)})"
+
+
+@functools.lru_cache(maxsize=64)
+def _head_sql(tenants: int) -> str:
+    """The one read at the start of an add: the erasure mark, the file's embedder, whether any record is past
+    due (bound ``now``), the next rid, and each of ``tenants`` tenants' row in ``generations`` (one result row
+    per tenant found; a single row of NULLs there when none is).
+
+    Five statements before (a ``meta`` read, the expiry check, ``max(rid)``, a
+    slot and a generation read per tenant), each a few µs of a small add's CPU.
+    """
+    head = (
+        "SELECT (SELECT value FROM meta WHERE key = 'erase_pending'), "
+        "(SELECT value FROM meta WHERE key = 'embedder_name'), "
+        "EXISTS (SELECT 1 FROM records WHERE expires_at IS NOT NULL AND expires_at <= ?1), "
+        "(SELECT coalesce(max(rid), 0) + 1 FROM records)"
+    )
+    if not tenants:
+        return head + ", NULL, NULL, NULL"
+    marks = ", ".join("?" * tenants)
+    return f"{head}, g.tenant, g.gen, g.slot FROM (SELECT 1) LEFT JOIN generations g ON g.tenant IN ({marks})"
 
 
 class _Batch:
@@ -380,28 +404,39 @@ class SQLiteStore:
         now = us(utcnow())
         cutoff = None if self.retention is None else us(utcnow() - self.retention)
 
+        users = {r.scope.user_id for r in records}
+        tenants = sorted({tenant_token(user) for user in users})
+        # A batch of many users reads their rows the old way (one statement each), not in one SQL text per size.
+        head_tenants = tenants if len(tenants) <= HEAD_TENANTS else []
+        head_sql = _head_sql(len(head_tenants))
+
         def write(conn: Conn) -> tuple[tuple[int, dict[str, int], bool, int], int]:
-            # One read of the bookkeeping this write needs: a pending erasure, the file's embedder.
-            meta = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('erase_pending', 'embedder_name')"))
-            if vectors is None and meta.get("embedder_name") is not None:
+            # One statement reads all the bookkeeping this write needs (see _head_sql).
+            head = conn.execute(head_sql, (now, *head_tenants)).fetchall()
+            erase_pending, embedder_name, due, base = head[0][0], head[0][1], head[0][2], int(head[0][3])
+            if vectors is None and embedder_name is not None:
                 raise EmbedderMismatch(
-                    f"{os.path.basename(self.path)} keeps vectors of embedder {meta['embedder_name']!r}; "
+                    f"{os.path.basename(self.path)} keeps vectors of embedder {embedder_name!r}; "
                     "open it with that embedder to add records"
                 )
-            if here and meta.get("erase_pending"):
+            if here and erase_pending:
                 raise NotHere  # the erasure's rebuild (VACUUM) follows: the writer thread's job
             # Records past due go with every write (their users' retained-out ones too).
-            users = {r.scope.user_id for r in records}
-            expired = expired_rows(conn, now, users=users, cutoff=cutoff)
+            expired = expired_rows(conn, now, users=users, cutoff=cutoff) if due or cutoff is not None else []
             if here and expired:
                 raise NotHere
-            touched = self._erase(conn, expired)
-            # The next rowids (max + 1, as SQLite picks for a NULL rowid; no AUTOINCREMENT),
-            # consecutive under the write lock.
-            base = int(conn.execute("SELECT coalesce(max(rid), 0) + 1 FROM records").fetchone()[0])
+            touched: dict[str, int] = {}
+            if expired:
+                touched = self._erase(conn, expired)
+                base = int(conn.execute("SELECT coalesce(max(rid), 0) + 1 FROM records").fetchone()[0])
+            # The tenants' generations and FTS5 slots as stored (a tenant without a row has neither yet).
+            known = {str(t): (int(g), sl) for *_, t, g, sl in head if t is not None}
+            old = {t: known[t][0] if t in known else -1 for t in head_tenants}
             slots = None
             if self.keyword_index == "fts5":
-                slots = tenant_slots(conn, {tenant_token(user) for user in users})
+                slots = {t: int(known[t][1]) for t in tenants if t in known and known[t][1] is not None}
+                if len(slots) < len(tenants):
+                    slots.update(tenant_slots(conn, [t for t in tenants if t not in slots]))
             batch = _rows_of(records, base, slots)
             try:
                 for shape, rows in batch.groups.items():
@@ -413,7 +448,7 @@ class SQLiteStore:
                 conn.executemany("INSERT INTO records_fts(rowid, body, tenant) VALUES (?, ?, ?)", batch.fts)
             if batch.metas:
                 conn.executemany("INSERT INTO record_meta VALUES (?, ?, ?, ?)", batch.metas)
-            tenants = batch.tenants
+            row_tenants = batch.tenants
             if vectors is not None:
                 blob = vectors.tobytes()
                 size = len(blob) // len(records)
@@ -421,13 +456,13 @@ class SQLiteStore:
                     "INSERT INTO vectors(rid, vec) VALUES (?, ?)",
                     [(base + i, blob[at : at + size]) for i, at in enumerate(range(0, len(blob), size))],
                 )
-                index_add(conn, self.ann, tenants, range(base, base + len(records)), vectors)
+                index_add(conn, self.ann, row_tenants, range(base, base + len(records)), vectors)
             deltas = dict(touched)
-            for tenant in tenants:
+            for tenant in row_tenants:
                 deltas[tenant] = deltas.get(tenant, 0) + 1
-            gen, old = bump(conn, deltas)
-            stage = 1 if expired else int(meta.get("erase_pending") or 0)
-            return (gen, old, bool(expired), base), stage
+            gen, before = bump(conn, deltas, old)
+            stage = 1 if expired else int(erase_pending or 0)
+            return (gen, before, bool(expired), base), stage
 
         return write
 

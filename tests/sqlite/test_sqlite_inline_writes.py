@@ -142,3 +142,78 @@ async def test_errors_on_the_callers_thread_leave_nothing_written(db_path: str, 
         await plain.add([MemoryRecord(scope=ANN, text="tea")])
     assert writer_threads(plain) == 0
     await plain.aclose()
+
+
+async def test_the_writer_waits_for_other_processes_again_after_adds_on_the_callers_thread(
+    db_path: str, driver: str
+) -> None:
+    # Adds on the caller's thread leave the writer connection's busy timeout at 0 (no PRAGMA per add);
+    # the writer thread's next use puts it back, so it waits for another process's lock as before.
+    memory = SQLiteMemory(db_path, driver=driver, busy_timeout=7)
+    await memory.add([MemoryRecord(scope=ANN, text="tea")])
+    db = memory.store.db
+    with db.write_lock:
+        assert db.writer().execute("PRAGMA busy_timeout").fetchone()[0] == 7000
+    await memory.add([MemoryRecord(scope=ANN, text="coffee")])
+    await memory.add([MemoryRecord(scope=ANN, text=f"more {i}") for i in range(20)])  # the writer thread
+    with db.write_lock:
+        assert db.writer().execute("PRAGMA busy_timeout").fetchone()[0] == 7000
+    assert memory.store.stats()["records"] == 22
+    await memory.aclose()
+
+
+async def test_a_lock_taken_by_another_process_inside_the_transaction_sends_the_add_to_the_writer(
+    db_path: str, driver: str
+) -> None:
+    # A statement of the add (here its COMMIT) finding the file busy rolls back and hands the add to the writer.
+    memory = SQLiteMemory(db_path, driver=driver)
+    await memory.add([MemoryRecord(scope=ANN, text="tea")])
+    db = memory.store.db
+    _, module = load_driver(driver)
+    real = db.writer()
+    calls = 0
+
+    class BusyOnce:
+        def __getattr__(self, name: str) -> object:
+            return getattr(real, name)
+
+        def execute(self, sql: str, *args: object) -> object:
+            nonlocal calls
+            if sql == "COMMIT" and not calls:
+                calls += 1
+                raise module.OperationalError("database is locked")
+            return real.execute(sql, *args)
+
+        def executemany(self, sql: str, *args: object) -> object:
+            return real.executemany(sql, *args)
+
+    db._writer = BusyOnce()  # type: ignore[assignment]
+    try:
+        [new] = await memory.add([MemoryRecord(scope=ANN, text="coffee")])
+    finally:
+        db._writer = real
+    assert calls == 1 and writer_threads(memory) == 1
+    assert [r.text for r in await memory.export(ANN)] == ["tea", "coffee"]
+    assert db.conn().execute("SELECT count(*) FROM records WHERE id = ?", (new,)).fetchone()[0] == 1
+    await memory.aclose()
+
+
+async def test_a_batch_of_many_users_keeps_each_users_count_slot_and_generation(db_path: str, driver: str) -> None:
+    # More users than the add's first statement reads at once (HEAD_TENANTS): the rest are read one by one.
+    from memoryport.adapters.sqlite._store import HEAD_TENANTS
+
+    users = [MemoryScope(user_id=f"u{i}") for i in range(HEAD_TENANTS + 8)]
+    memory = SQLiteMemory(db_path, driver=driver)
+    await memory.add([MemoryRecord(scope=users[0], text="first words of u0")])
+    for round_ in range(2):
+        await memory.add([MemoryRecord(scope=u, text=f"note {round_} of {u.user_id}") for u in users])
+    conn = memory.store.db.conn()
+    counts = dict(conn.execute("SELECT tenant, n FROM generations"))
+    slots = [s for (s,) in conn.execute("SELECT slot FROM generations")]
+    assert len(counts) == len(users) and sorted(counts.values()) == [2] * (len(users) - 1) + [3]
+    assert len(set(slots)) == len(users)  # one slot each
+    assert int(conn.execute("SELECT value FROM meta WHERE key = 'records'").fetchone()[0]) == 2 * len(users) + 1
+    for u in (users[0], users[HEAD_TENANTS + 3]):
+        hits = await memory.search(f"note of {u.user_id}", scope=u, k=10)
+        assert {h.record.scope.user_id for h in hits} == {u.user_id}
+    await memory.aclose()
