@@ -184,15 +184,19 @@ class _Telemetry:
         span.set_status(Status(StatusCode.ERROR, error))
 
     def record(self, event: MemoryEvent, operation: str) -> None:
+        self.record_call(operation, event.backend, event.latency_ms, event.count, event.error)
+
+    def record_call(self, operation: str, backend: str, latency_ms: float, count: int, error: str | None) -> None:
+        """The metrics of one operation (what :meth:`record` takes from an event, without building one)."""
         attrs = {
             "memory.operation": operation,
-            "memory.backend": event.backend,
-            "memory.outcome": "error" if event.error else "ok",
+            "memory.backend": backend,
+            "memory.outcome": "error" if error else "ok",
         }
         self.operations.add(1, attrs)
-        self.duration.record(event.latency_ms, attrs)
-        if event.count:
-            self.records.add(event.count, attrs)
+        self.duration.record(latency_ms, attrs)
+        if count:
+            self.records.add(count, attrs)
 
     def record_usage(self, backend: str, texts: int, tokens: int | None) -> None:
         attrs = {"memory.backend": backend}

@@ -357,8 +357,9 @@ class GuardedMemory(Generic[S]):
     ) -> T:
         sink = ctx if ctx is not None else self.sink
         attrs: dict[str, str | int] = {"memory.backend": self._backend}
-        if scope is not None:
-            attrs["memory.scope_kind"] = scope.kind
+        scope_kind = None if scope is None else scope.kind
+        if scope_kind is not None:
+            attrs["memory.scope_kind"] = scope_kind
         if k is not None:
             attrs["memory.k"] = k
         telemetry = get_telemetry()
@@ -416,20 +417,24 @@ class GuardedMemory(Generic[S]):
                     drops[1],
                     operation,
                 )
-            event = MemoryEvent(
-                name=event_name,
-                backend=self._backend,
-                count=n,
-                latency_ms=(time.perf_counter() - start) * 1000,
-                scope_kind=None if scope is None else scope.kind,
-                k=k,
-                mode=m,
-                error=error,
-                arguments=arguments() if (self.capture_content and arguments) else None,
-                result=result(value) if (self.capture_content and result and value is not None) else None,
-            )
-            telemetry.record(event, operation)
-            deliver(sink, event)
+            latency_ms = (time.perf_counter() - start) * 1000
+            telemetry.record_call(operation, self._backend, latency_ms, n, error)
+            if sink is not None:  # no listener: no event to build
+                deliver(
+                    sink,
+                    MemoryEvent(
+                        name=event_name,
+                        backend=self._backend,
+                        count=n,
+                        latency_ms=latency_ms,
+                        scope_kind=scope_kind,
+                        k=k,
+                        mode=m,
+                        error=error,
+                        arguments=arguments() if (self.capture_content and arguments) else None,
+                        result=result(value) if (self.capture_content and result and value is not None) else None,
+                    ),
+                )
         return value
 
     # -- the port ----------------------------------------------------------
