@@ -390,6 +390,8 @@ async def ask(conversations: list[Conversation], memories: dict[str, Any], ids_b
     modes = list(memories)
     recalls: dict[str, dict[int, dict[int, list[float]]]] = {m: {k: {} for k in KS} for m in modes}
     latency: dict[str, list[float]] = {m: [] for m in modes}
+    # Per conversation too: a change that helps one conversation only is tuned to it, not to conversations.
+    by_conv: dict[str, dict[str, dict[int, list[float]]]] = {m: {} for m in modes}
     for conv in conversations:
         scope = MemoryScope(user_id=conv.sample_id)
         for q in conv.questions:
@@ -402,6 +404,7 @@ async def ask(conversations: list[Conversation], memories: dict[str, Any], ids_b
                     top = set(found[:k])
                     value = sum(e in top for e in q.evidence) / len(q.evidence)
                     recalls[mode][k].setdefault(q.category, []).append(value)
+                    by_conv[mode].setdefault(conv.sample_id, {}).setdefault(k, []).append(value)
 
     def mean(values: list[float]) -> float:
         return 100 * sum(values) / len(values) if values else float("nan")
@@ -417,6 +420,7 @@ async def ask(conversations: list[Conversation], memories: dict[str, Any], ids_b
             "recall": overall,
             "per_category": per_cat,
             "questions_per_category": counts,
+            "per_conversation": {c: {k: mean(vs) for k, vs in ks.items()} for c, ks in by_conv[mode].items()},
             "ms_per_query_median": statistics.median(lat),
             "ms_per_query_p95": lat[int(0.95 * (len(lat) - 1))],
         }
@@ -453,6 +457,15 @@ def print_tables(result: dict[str, Any]) -> None:
     print("|---|" + "---|" * len(cats))
     for mode, m in last.items():
         cells = [f"{m['per_category'][c][5]:.1f} / {m['per_category'][c][10]:.1f}" for c in cats]
+        print(f"| {mode} | " + " | ".join(cells) + " |")
+    convs = list(next(iter(last.values()))["per_conversation"])
+    print()
+    print(f"Per conversation ({list(steps)[-1]}), R@5 / R@10:")
+    print()
+    print("| mode | " + " | ".join(convs) + " |")
+    print("|---|" + "---|" * len(convs))
+    for mode, m in last.items():
+        cells = [f"{m['per_conversation'][c][5]:.1f} / {m['per_conversation'][c][10]:.1f}" for c in convs]
         print(f"| {mode} | " + " | ".join(cells) + " |")
 
 
