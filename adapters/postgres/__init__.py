@@ -18,6 +18,7 @@ from memoryport.ranking import (
     NEIGHBOUR_WINDOW,
     SESSION_GAP,
     SESSION_WEIGHT,
+    SPEAKER_WEIGHT,
 )
 
 from ._schema import SCHEMA_VERSION
@@ -52,6 +53,7 @@ def PostgresMemory(
     previous_weight: float = 0.0,
     session_weight: float = SESSION_WEIGHT,
     session_gap: timedelta = SESSION_GAP,
+    speaker_weight: float = SPEAKER_WEIGHT,
     **guard: Unpack[GuardOptions],
 ) -> GuardedMemory[PostgresStore]:
     """Long-term memory in PostgreSQL: full-text and pgvector search, row-level security, real erasure.
@@ -103,8 +105,9 @@ def PostgresMemory(
             one-record add no longer waits for the disk. ``"full"``: ``on``.
         date_weight: the lift of records written on the date a query names,
             as in :class:`~memoryport.SQLiteMemory`.
-        previous_weight, session_weight, session_gap: vector keys mixed with
-            the previous record's and the lift of a strong match's session, as
+        previous_weight, session_weight, session_gap, speaker_weight: vector keys mixed with
+            the previous record's, the lift of a strong match's session and of
+            the turns of a speaker the query names, as
             in :class:`~memoryport.SQLiteMemory` (same core ranking, same defaults).
         **guard: the guard's options (:class:`~memoryport.GuardOptions`);
             ``retention_days`` also makes the store's own queries skip older records.
@@ -142,6 +145,7 @@ def PostgresMemory(
         previous_weight=previous_weight,
         session_weight=session_weight,
         session_gap=session_gap,
+        speaker_weight=speaker_weight,
     )
     return GuardedMemory(store, **guard)
 

@@ -126,23 +126,30 @@ async def placed(
     store: PostgresStore, cur: AsyncCursor[Any], query: str, ranked: list[tuple[int, float]]
 ) -> list[tuple[int, float]]:
     """``ranked`` with sessions holding a strong match lifted (:func:`ranking.session_boost`), then the
-    records written on the date the query names (:func:`ranking.date_boost`)."""
+    records written on the date the query names (:func:`ranking.date_boost`), then the turns of a speaker
+    the query names (:func:`ranking.speaker_boost`)."""
     span = ranking.query_dates(query) if store.date_weight else None
-    if (span is None and not store.session_weight) or not ranked:
+    if (span is None and not store.session_weight and not store.speaker_weight) or not ranked:
         return ranked
+    text = ", r.text" if store.speaker_weight else ""
     await cur.execute(
-        f"SELECT r.rid, r.created_at, r.session_id, r.agent_id FROM {store.quoted_schema}.records r "
+        f"SELECT r.rid, r.created_at, r.session_id, r.agent_id{text} FROM {store.quoted_schema}.records r "
         "WHERE r.rid = ANY(%s)",
         ([rid for rid, _ in ranked],),
     )
-    when: dict[int, tuple[Hashable, datetime]] = {
-        int(rid): ((session, agent), at.astimezone(timezone.utc)) for rid, at, session, agent in await cur.fetchall()
-    }
+    when: dict[int, tuple[Hashable, datetime]] = {}
+    texts: dict[int, str] = {}
+    for rid, at, session, agent, *said in await cur.fetchall():
+        when[int(rid)] = ((session, agent), at.astimezone(timezone.utc))
+        if said:
+            texts[int(rid)] = said[0]
     if store.session_weight:
         ranked = ranking.session_boost(ranked, when, weight=store.session_weight, gap=store.session_gap)
-    if span is None:
-        return ranked
-    return ranking.date_boost(ranked, {rid: at for rid, (_, at) in when.items()}, span, weight=store.date_weight)
+    if span is not None:
+        ranked = ranking.date_boost(ranked, {rid: at for rid, (_, at) in when.items()}, span, weight=store.date_weight)
+    if store.speaker_weight:
+        ranked = ranking.speaker_boost(ranked, texts, query, weight=store.speaker_weight)
+    return ranked
 
 
 async def neighbours(

@@ -23,6 +23,7 @@ from memoryport.ranking import (
     NEIGHBOUR_WINDOW,
     SESSION_GAP,
     SESSION_WEIGHT,
+    SPEAKER_WEIGHT,
 )
 
 from ._driver import available_drivers, load_driver
@@ -68,6 +69,7 @@ def SQLiteMemory(
     previous_weight: float = 0.0,
     session_weight: float = SESSION_WEIGHT,
     session_gap: timedelta = SESSION_GAP,
+    speaker_weight: float = SPEAKER_WEIGHT,
     **guard: Unpack[GuardOptions],
 ) -> GuardedMemory[SQLiteStore]:
     """Long-term memory in one SQLite file: FTS5 keyword search, optional vectors, real erasure.
@@ -154,6 +156,11 @@ def SQLiteMemory(
             records of one exact scope written less than ``session_gap`` apart
             form a session. 0 turns it off.
         session_gap: the pause that starts a new session (30 minutes).
+        speaker_weight: keyword and hybrid search add this to a candidate
+            spoken by someone the query names: a record written as a
+            transcript line, ``"Jon: I went to a fair"``, for "Which events
+            has Jon been to?" (:func:`memoryport.ranking.speaker_boost`).
+            Records without a ``"Name: "`` prefix are unaffected. 0 turns it off.
         **guard: the guard's options (:class:`~memoryport.GuardOptions`);
             ``retention_days`` also makes the store delete records past it on
             every write to their user and on ``purge()``.
@@ -193,6 +200,7 @@ def SQLiteMemory(
         previous_weight=previous_weight,
         session_weight=session_weight,
         session_gap=session_gap,
+        speaker_weight=speaker_weight,
     )
     return GuardedMemory(store, **guard)
 

@@ -184,25 +184,35 @@ def with_previous(
 
 def placed(conn: Conn, query: str, ranked: list[tuple[int, float]], store: SQLiteStore) -> list[tuple[int, float]]:
     """``ranked`` with sessions holding a strong match lifted (:func:`ranking.session_boost`), then the
-    records written on the date the query names (:func:`ranking.date_boost`)."""
+    records written on the date the query names (:func:`ranking.date_boost`), then the turns of a speaker
+    the query names (:func:`ranking.speaker_boost`)."""
     span = ranking.query_dates(query) if store.date_weight else None
-    if (span is None and not store.session_weight) or not ranked:
+    if (span is None and not store.session_weight and not store.speaker_weight) or not ranked:
         return ranked
     # Times stay stored microseconds here (seconds for the session step): a datetime per candidate costs more.
     when: dict[int, tuple[Hashable, float]] = {}
     created: dict[int, int] = {}
+    texts: dict[int, str] = {}
+    text = ", text" if store.speaker_weight else ""
     for chunk in chunks([rid for rid, _ in ranked]):
         found = conn.execute(
-            f"SELECT rid, created_at, session_id, agent_id FROM records WHERE rid IN ({','.join('?' * len(chunk))})",
+            f"SELECT rid, created_at, session_id, agent_id{text} FROM records "
+            f"WHERE rid IN ({','.join('?' * len(chunk))})",
             chunk,
         ).fetchall()
-        created.update((rid, at) for rid, at, _, _ in found)
-        when.update((rid, ((session, agent), at / 1e6)) for rid, at, session, agent in found)
+        for rid, at, session, agent, *said in found:
+            created[rid] = at
+            when[rid] = ((session, agent), at / 1e6)
+            if said:
+                texts[rid] = said[0]
     if store.session_weight:
         ranked = ranking.session_boost(ranked, when, weight=store.session_weight, gap=store.session_gap)
-    if span is None:
-        return ranked
-    return ranking.date_boost(ranked, {rid: dt(at) for rid, at in created.items()}, span, weight=store.date_weight)
+    if span is not None:
+        days = {rid: dt(at) for rid, at in created.items()}
+        ranked = ranking.date_boost(ranked, days, span, weight=store.date_weight)
+    if store.speaker_weight:
+        ranked = ranking.speaker_boost(ranked, texts, query, weight=store.speaker_weight)
+    return ranked
 
 
 def neighbours(

@@ -629,3 +629,72 @@ def session_boost(
     out = [(key, score + weight * best[session[key]] if key in session else score) for key, score in scores]
     order = {key: i for i, (key, _) in enumerate(scores)}
     return sorted(out, key=lambda kv: (-kv[1], order[kv[0]]))
+
+
+SPEAKER_WEIGHT = 0.2
+"""What :func:`speaker_boost` adds to a candidate spoken by someone the query names (0 turns it off)."""
+
+# "Caroline: ...", "Dr. Smith: ...", "Jean-Luc Picard: ...": one to three words, each led by a
+# letter, then a colon and a space. "10:30", "https://..." and "Note:buy" are not speaker prefixes.
+_SPEAKER = re.compile(r"\s*([^\W\d_][^\W_]*(?:[ .'’-]{1,2}[^\W\d_][^\W_]*){0,2})\.?\s*:\s")
+
+
+def speaker_of(text: str) -> str | None:
+    """The speaker prefix of a transcript line (``"Name: what was said"``), else None.
+
+    Example:
+        >>> speaker_of("Melanie: I signed up for a pottery class.")
+        'Melanie'
+        >>> speaker_of("Meeting moved to 10:30 tomorrow") is None
+        True
+    """
+    found = _SPEAKER.match(text)
+    return found.group(1) if found else None
+
+
+def speaker_boost(
+    scores: Sequence[tuple[K, float]],
+    texts: Mapping[K, str],
+    query: str,
+    *,
+    weight: float = SPEAKER_WEIGHT,
+) -> list[tuple[K, float]]:
+    """Add ``weight`` to each candidate whose speaker (:func:`speaker_of`) the query names, and re-rank.
+
+    Transcripts stored one turn per record (``"Jon: I went to a fair..."``)
+    answer a question about a person ("Which events has Jon been to?") in
+    that person's own turns, while keyword and vector search also rank the
+    other speaker's turns that merely address them ("Hey Jon! ..."). A
+    candidate counts as spoken by someone the query names when a word of its
+    speaker prefix is one of the query's words (:func:`query_terms`, case
+    ignored). Records without a speaker prefix, and queries naming no
+    speaker, keep their scores and order.
+
+    Args:
+        scores: ``(key, score)`` pairs, best first (normalised scores).
+        texts: key -> the record's text; keys missing here get nothing.
+        query: the search query.
+        weight: added to a matching candidate's score (0 turns it off).
+
+    Returns:
+        ``(key, score)`` pairs, best first; ties broken by the input order.
+
+    Example:
+        >>> texts = {"a": "Gina: Hey Jon! How was the fair?", "b": "Jon: I showed my studio at a fair."}
+        >>> speaker_boost([("a", 1.0), ("b", 0.9)], texts, "Which fair did Jon go to?", weight=0.2)
+        [('b', 1.1), ('a', 1.0)]
+    """
+    if weight < 0:
+        raise ValueError("weight must not be negative")
+    if not weight or not scores:
+        return list(scores)
+    words = set(query_terms(query))
+    named: dict[str, bool] = {}
+    out: list[tuple[K, float]] = []
+    for key, score in scores:
+        speaker = speaker_of(texts.get(key, ""))
+        if speaker is not None and speaker not in named:
+            named[speaker] = any(word in words for word in query_terms(speaker, stopwords=frozenset()))
+        out.append((key, score + weight if speaker is not None and named[speaker] else score))
+    order = {key: i for i, (key, _) in enumerate(scores)}
+    return sorted(out, key=lambda kv: (-kv[1], order[kv[0]]))

@@ -341,3 +341,40 @@ def test_previous_and_session_options_are_checked(tmp_path: object, option: str,
 
     with pytest.raises(InvalidInput, match=option):
         SQLiteMemory(f"{tmp_path}/x.db", **{option: value})  # type: ignore[arg-type]
+
+
+TURNS = [
+    ("Gina: Hey Jon! How was the fair?", "greets"),
+    ("Jon: The fair went well, thanks a lot for asking.", "jon"),
+    ("Gina: The fair was fun.", "gina"),
+]
+
+
+@pytest.mark.parametrize(("weight", "first"), [(0.5, "jon"), (0.0, "greets")])
+def test_speaker_weight_lifts_the_turns_of_the_speaker_the_query_names(
+    tmp_path: object, weight: float, first: str
+) -> None:
+    memory = SQLiteMemory(f"{tmp_path}/k.db", speaker_weight=weight, session_weight=0, context_weight=0)
+    memory.add_sync([MemoryRecord(scope=ANN, text=t, metadata={"tag": tag}) for t, tag in TURNS])
+    hits = memory.search_sync("How was Jon's fair?", scope=ANN, k=3)
+    assert hits[0].record.metadata["tag"] == first
+    assert {h.record.metadata["tag"] for h in hits} == {"greets", "jon", "gina"}
+    # a query naming nobody, or records without a speaker prefix, rank as before
+    plain = memory.search_sync("fair", scope=ANN, k=3)
+    off = SQLiteMemory(f"{tmp_path}/k.db", speaker_weight=0, session_weight=0, context_weight=0)
+    before = off.search_sync("fair", scope=ANN, k=3)
+    assert [(h.record.id, h.score) for h in plain] == [(h.record.id, h.score) for h in before]
+    memory.close()
+    off.close()
+
+
+def test_speaker_weight_default_and_checks(tmp_path: object) -> None:
+    from memoryport import InvalidInput
+    from memoryport.ranking import SPEAKER_WEIGHT
+
+    memory = SQLiteMemory(f"{tmp_path}/d.db")
+    assert memory.store.speaker_weight == SPEAKER_WEIGHT == 0.2
+    memory.close()
+    for bad in (-0.1, 1.5, True, "0.2"):
+        with pytest.raises(InvalidInput, match="speaker_weight"):
+            SQLiteMemory(f"{tmp_path}/x.db", speaker_weight=bad)  # type: ignore[arg-type]

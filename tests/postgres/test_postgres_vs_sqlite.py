@@ -136,3 +136,23 @@ async def test_the_session_lift_ranks_alike(pg: Server, tmp_path: Path, mode: st
     finally:
         await sqlite.aclose()
         await postgres.aclose()
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+async def test_the_speaker_lift_ranks_alike(pg: Server, tmp_path: Path, mode: str) -> None:
+    ann = MemoryScope(user_id="ann")
+    # The same words in both turns: only the speaker the query names tells them apart.
+    turns = [("Gina: Jon, the fair was great", "gina"), ("Jon: Gina, the fair was great", "jon"),
+             ("Nate: rain all day", "nate")]  # fmt: skip
+    embedder = bow_embedder()
+    options = {"speaker_weight": 0.3, "session_weight": 0.0, "context_weight": 0.0, "search_mode": mode}
+    sqlite = SQLiteMemory(tmp_path / "s.db", embedder=embedder, **options)  # type: ignore[arg-type]
+    postgres = PostgresMemory(pg.app_dsn, embedder=embedder, schema=fresh_schema(), **options)  # type: ignore[arg-type]
+    try:
+        for memory in (sqlite, postgres):
+            await memory.add([MemoryRecord(scope=ann, text=t, metadata={"tag": tag}) for t, tag in turns])
+            hits = await memory.search("What did Jon think of the fair?", scope=ann, k=2)
+            assert [h.record.metadata["tag"] for h in hits] == ["jon", "gina"], (memory, hits)
+    finally:
+        await sqlite.aclose()
+        await postgres.aclose()

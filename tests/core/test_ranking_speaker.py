@@ -1,0 +1,61 @@
+"""memoryport.ranking.speaker_of and speaker_boost: the turns of a speaker the query names."""
+
+from __future__ import annotations
+
+import pytest
+
+from memoryport.ranking import speaker_boost, speaker_of
+
+
+@pytest.mark.parametrize(
+    ("text", "speaker"),
+    [
+        ("Caroline: I went to a support group.", "Caroline"),
+        ("  Dr. Smith: take two a day", "Dr. Smith"),
+        ("Jean-Luc Picard: engage", "Jean-Luc Picard"),
+        ("O’Brien : fine", "O’Brien"),
+        ("user: hello", "user"),
+        ("Zoë: ça va", "Zoë"),
+        ("Meeting moved to 10:30", None),
+        ("https://example.com: a link", None),
+        ("Note:buy milk", None),
+        ("one two three four: too many words", None),
+        ("R2D2: beep", "R2D2"),
+        ("2024: a good year", None),
+        ("", None),
+        ("no colon at all", None),
+    ],
+)  # fmt: skip
+def test_speaker_of(text: str, speaker: str | None) -> None:
+    assert speaker_of(text) == speaker
+
+
+TEXTS = {
+    "greets": "Gina: Hey Jon! How did the fair go?",
+    "jon": "Jon: I showed my studio at a fair yesterday.",
+    "plain": "Jon showed his studio at a fair.",
+    "gina": "Gina: I opened an online store.",
+}
+
+
+def test_speaker_boost_lifts_the_named_speakers_turns_only() -> None:
+    scores = [("greets", 1.0), ("plain", 0.95), ("jon", 0.9), ("gina", 0.5)]
+    out = dict(speaker_boost(scores, TEXTS, "Which fair did Jon go to?", weight=0.2))
+    assert out == pytest.approx({"greets": 1.0, "plain": 0.95, "jon": 1.1, "gina": 0.5})
+    order = [k for k, _ in speaker_boost(scores, TEXTS, "Which fair did Jon go to?", weight=0.2)]
+    assert order == ["jon", "greets", "plain", "gina"]
+
+
+def test_speaker_boost_matches_words_case_insensitively_and_any_word_of_the_name() -> None:
+    texts = {"a": "Dr. Smith: rest", "b": "Nurse: water"}
+    out = speaker_boost([("b", 0.5), ("a", 0.4)], texts, "what did SMITH advise", weight=0.3)
+    assert out == [("a", pytest.approx(0.7)), ("b", 0.5)]
+
+
+def test_speaker_boost_keeps_order_when_nothing_matches() -> None:
+    scores = [("gina", 0.9), ("plain", 0.8), ("missing", 0.7)]
+    assert speaker_boost(scores, TEXTS, "Where is the studio?", weight=0.5) == scores
+    assert speaker_boost(scores, TEXTS, "Jon", weight=0.0) == scores
+    assert speaker_boost([], TEXTS, "Jon", weight=0.2) == []
+    with pytest.raises(ValueError):
+        speaker_boost(scores, TEXTS, "Jon", weight=-0.1)
