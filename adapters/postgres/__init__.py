@@ -19,6 +19,7 @@ from memoryport.ranking import (
     SESSION_GAP,
     SESSION_WEIGHT,
     SPEAKER_WEIGHT,
+    TIME_WEIGHT,
 )
 
 from ._schema import SCHEMA_VERSION
@@ -54,6 +55,7 @@ def PostgresMemory(
     session_weight: float = SESSION_WEIGHT,
     session_gap: timedelta = SESSION_GAP,
     speaker_weight: float = SPEAKER_WEIGHT,
+    time_weight: float = TIME_WEIGHT,
     **guard: Unpack[GuardOptions],
 ) -> GuardedMemory[PostgresStore]:
     """Long-term memory in PostgreSQL: full-text and pgvector search, row-level security, real erasure.
@@ -105,9 +107,9 @@ def PostgresMemory(
             one-record add no longer waits for the disk. ``"full"``: ``on``.
         date_weight: the lift of records written on the date a query names,
             as in :class:`~memoryport.SQLiteMemory`.
-        previous_weight, session_weight, session_gap, speaker_weight: vector keys mixed with
-            the previous record's, the lift of a strong match's session and of
-            the turns of a speaker the query names, as
+        previous_weight, session_weight, session_gap, speaker_weight, time_weight: vector keys
+            mixed with the previous record's, the lift of a strong match's session, of the turns
+            of a speaker the query names and, for a query asking when, of records naming a time, as
             in :class:`~memoryport.SQLiteMemory` (same core ranking, same defaults).
         **guard: the guard's options (:class:`~memoryport.GuardOptions`);
             ``retention_days`` also makes the store's own queries skip older records.
@@ -146,6 +148,7 @@ def PostgresMemory(
         session_weight=session_weight,
         session_gap=session_gap,
         speaker_weight=speaker_weight,
+        time_weight=time_weight,
     )
     return GuardedMemory(store, **guard)
 

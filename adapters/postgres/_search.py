@@ -127,11 +127,12 @@ async def placed(
 ) -> list[tuple[int, float]]:
     """``ranked`` with sessions holding a strong match lifted (:func:`ranking.session_boost`), then the
     records written on the date the query names (:func:`ranking.date_boost`), then the turns of a speaker
-    the query names (:func:`ranking.speaker_boost`)."""
+    the query names (:func:`ranking.speaker_boost`), then, for a query asking when, the records that
+    mention a time (:func:`ranking.time_boost`)."""
     span = ranking.query_dates(query) if store.date_weight else None
-    if (span is None and not store.session_weight and not store.speaker_weight) or not ranked:
+    if (span is None and not store.session_weight and not store.speaker_weight and not store.time_weight) or not ranked:
         return ranked
-    text = ", r.text" if store.speaker_weight else ""
+    text = ", r.text" if store.speaker_weight or store.time_weight else ""
     await cur.execute(
         f"SELECT r.rid, r.created_at, r.session_id, r.agent_id{text} FROM {store.quoted_schema}.records r "
         "WHERE r.rid = ANY(%s)",
@@ -149,6 +150,8 @@ async def placed(
         ranked = ranking.date_boost(ranked, {rid: at for rid, (_, at) in when.items()}, span, weight=store.date_weight)
     if store.speaker_weight:
         ranked = ranking.speaker_boost(ranked, texts, query, weight=store.speaker_weight)
+    if store.time_weight:
+        ranked = ranking.time_boost(ranked, texts, query, weight=store.time_weight)
     return ranked
 
 

@@ -95,6 +95,7 @@ class PostgresStore:
         session_weight: float = ranking.SESSION_WEIGHT,
         session_gap: timedelta = ranking.SESSION_GAP,
         speaker_weight: float = ranking.SPEAKER_WEIGHT,
+        time_weight: float = ranking.TIME_WEIGHT,
     ) -> None:
         if embedder is not None and not isinstance(embedder, EmbeddingPort):
             raise UsageError(f"embedder must be an EmbeddingPort, not {type(embedder).__name__}")
@@ -110,6 +111,7 @@ class PostgresStore:
         previous_weight = check_number(previous_weight, "previous_weight", minimum=0.0, maximum=1.0)
         session_weight = check_number(session_weight, "session_weight", minimum=0.0, maximum=1.0)
         speaker_weight = check_number(speaker_weight, "speaker_weight", minimum=0.0, maximum=1.0)
+        time_weight = check_number(time_weight, "time_weight", minimum=0.0, maximum=1.0)
         session_gap = check_duration(session_gap, "session_gap")
         if not (durability is None or (isinstance(durability, str) and durability in DURABILITY)):
             raise InvalidInput(
@@ -150,6 +152,7 @@ class PostgresStore:
         self.previous_weight = previous_weight
         self.session_weight = session_weight
         self.speaker_weight = speaker_weight
+        self.time_weight = time_weight
         self.session_gap = session_gap
         self.rls_enforced: bool | None = None
         caps = {

@@ -24,6 +24,7 @@ from memoryport.ranking import (
     SESSION_GAP,
     SESSION_WEIGHT,
     SPEAKER_WEIGHT,
+    TIME_WEIGHT,
 )
 
 from ._driver import available_drivers, load_driver
@@ -70,6 +71,7 @@ def SQLiteMemory(
     session_weight: float = SESSION_WEIGHT,
     session_gap: timedelta = SESSION_GAP,
     speaker_weight: float = SPEAKER_WEIGHT,
+    time_weight: float = TIME_WEIGHT,
     **guard: Unpack[GuardOptions],
 ) -> GuardedMemory[SQLiteStore]:
     """Long-term memory in one SQLite file: FTS5 keyword search, optional vectors, real erasure.
@@ -161,6 +163,11 @@ def SQLiteMemory(
             transcript line, ``"Jon: I went to a fair"``, for "Which events
             has Jon been to?" (:func:`memoryport.ranking.speaker_boost`).
             Records without a ``"Name: "`` prefix are unaffected. 0 turns it off.
+        time_weight: for a query asking when ("When did...", "What year..."),
+            keyword and hybrid search add this to a candidate that mentions a
+            time ("yesterday", "last week", a weekday, a month, a year):
+            :func:`memoryport.ranking.time_boost`. Other queries are
+            unaffected. 0 turns it off.
         **guard: the guard's options (:class:`~memoryport.GuardOptions`);
             ``retention_days`` also makes the store delete records past it on
             every write to their user and on ``purge()``.
@@ -201,6 +208,7 @@ def SQLiteMemory(
         session_weight=session_weight,
         session_gap=session_gap,
         speaker_weight=speaker_weight,
+        time_weight=time_weight,
     )
     return GuardedMemory(store, **guard)
 

@@ -185,15 +185,16 @@ def with_previous(
 def placed(conn: Conn, query: str, ranked: list[tuple[int, float]], store: SQLiteStore) -> list[tuple[int, float]]:
     """``ranked`` with sessions holding a strong match lifted (:func:`ranking.session_boost`), then the
     records written on the date the query names (:func:`ranking.date_boost`), then the turns of a speaker
-    the query names (:func:`ranking.speaker_boost`)."""
+    the query names (:func:`ranking.speaker_boost`), then, for a query asking when, the records that
+    mention a time (:func:`ranking.time_boost`)."""
     span = ranking.query_dates(query) if store.date_weight else None
-    if (span is None and not store.session_weight and not store.speaker_weight) or not ranked:
+    if (span is None and not store.session_weight and not store.speaker_weight and not store.time_weight) or not ranked:
         return ranked
     # Times stay stored microseconds here (seconds for the session step): a datetime per candidate costs more.
     when: dict[int, tuple[Hashable, float]] = {}
     created: dict[int, int] = {}
     texts: dict[int, str] = {}
-    text = ", text" if store.speaker_weight else ""
+    text = ", text" if store.speaker_weight or store.time_weight else ""
     for chunk in chunks([rid for rid, _ in ranked]):
         found = conn.execute(
             f"SELECT rid, created_at, session_id, agent_id{text} FROM records "
@@ -212,6 +213,8 @@ def placed(conn: Conn, query: str, ranked: list[tuple[int, float]], store: SQLit
         ranked = ranking.date_boost(ranked, days, span, weight=store.date_weight)
     if store.speaker_weight:
         ranked = ranking.speaker_boost(ranked, texts, query, weight=store.speaker_weight)
+    if store.time_weight:
+        ranked = ranking.time_boost(ranked, texts, query, weight=store.time_weight)
     return ranked
 
 

@@ -254,6 +254,7 @@ class SQLiteStore:
         session_weight: float = ranking.SESSION_WEIGHT,
         session_gap: timedelta = ranking.SESSION_GAP,
         speaker_weight: float = ranking.SPEAKER_WEIGHT,
+        time_weight: float = ranking.TIME_WEIGHT,
     ) -> None:
         if not isinstance(durability, str) or durability not in DURABILITY:
             raise InvalidInput(
@@ -280,6 +281,7 @@ class SQLiteStore:
         previous_weight = check_number(previous_weight, "previous_weight", minimum=0.0, maximum=1.0)
         session_weight = check_number(session_weight, "session_weight", minimum=0.0, maximum=1.0)
         speaker_weight = check_number(speaker_weight, "speaker_weight", minimum=0.0, maximum=1.0)
+        time_weight = check_number(time_weight, "time_weight", minimum=0.0, maximum=1.0)
         session_gap = check_duration(session_gap, "session_gap")
         if search_mode not in ("hybrid", "vector", "keyword"):
             raise InvalidInput("search_mode must be 'hybrid', 'vector' or 'keyword'", field="search_mode")
@@ -303,6 +305,7 @@ class SQLiteStore:
         self.previous_weight = previous_weight
         self.session_weight = session_weight
         self.speaker_weight = speaker_weight
+        self.time_weight = time_weight
         self.session_gap = session_gap
         self._closed = False
         self._builds: dict[str, threading.Thread] = {}

@@ -698,3 +698,80 @@ def speaker_boost(
         out.append((key, score + weight if speaker is not None and named[speaker] else score))
     order = {key: i for i, (key, _) in enumerate(scores)}
     return sorted(out, key=lambda kv: (-kv[1], order[kv[0]]))
+
+
+TIME_WEIGHT = 0.2
+"""What :func:`time_boost` adds to a candidate that mentions a time, for a query asking when (0 turns it off)."""
+
+_ASKS_WHEN = re.compile(
+    r"\b(?:when|what (?:time|date|day|week|month|year)|which (?:date|day|week|month|year)|how long ago)\b",
+    re.IGNORECASE,
+)
+_MENTIONS_TIME = re.compile(
+    r"\b(?:yesterday|today|tonight|tomorrow|ago|weekend|weekends|week|weeks|month|months|year|years|"
+    r"morning|afternoon|evening|night|last|next|recently|since|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
+    r"january|february|march|april|june|july|august|september|october|november|december|may(?= \d)|"
+    r"(?:1[89]|2[01])\d\d|\d{1,2}[/.-]\d{1,2}(?:[/.-]\d{2,4})?)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_when(query: str) -> bool:
+    """Whether ``query`` asks for a time ("When did...", "What year...", "How long ago...").
+
+    Example:
+        >>> asks_when("When did Jon open his studio?"), asks_when("Where is the studio?")
+        (True, False)
+    """
+    return _ASKS_WHEN.search(query) is not None
+
+
+def mentions_time(text: str) -> bool:
+    """Whether ``text`` names a time: a relative one ("yesterday", "last week", "two years ago"), a weekday,
+    a month, a year or a numeric date.
+
+    Example:
+        >>> mentions_time("I went to a fair yesterday"), mentions_time("I love fairs")
+        (True, False)
+    """
+    return _MENTIONS_TIME.search(text) is not None
+
+
+def time_boost(
+    scores: Sequence[tuple[K, float]],
+    texts: Mapping[K, str],
+    query: str,
+    *,
+    weight: float = TIME_WEIGHT,
+) -> list[tuple[K, float]]:
+    """For a query asking when (:func:`asks_when`), add ``weight`` to each candidate that mentions a time.
+
+    People tell when something happened ("I went to a support group
+    yesterday"), and the store keeps when they said it (``created_at``); a
+    question asking when is answered by such a turn rather than by another
+    one about the same thing that names no time. A query that does not ask
+    when keeps its scores and order (English phrasing only, like
+    :data:`STOPWORDS`).
+
+    Args:
+        scores: ``(key, score)`` pairs, best first (normalised scores).
+        texts: key -> the record's text; keys missing here get nothing.
+        query: the search query.
+        weight: added to a candidate that mentions a time (0 turns it off).
+
+    Returns:
+        ``(key, score)`` pairs, best first; ties broken by the input order.
+
+    Example:
+        >>> texts = {"a": "The support group was so powerful.", "b": "I went to a support group yesterday."}
+        >>> time_boost([("a", 1.0), ("b", 0.9)], texts, "When did Ann go to the support group?", weight=0.2)
+        [('b', 1.1), ('a', 1.0)]
+    """
+    if weight < 0:
+        raise ValueError("weight must not be negative")
+    if not weight or not scores or not asks_when(query):
+        return list(scores)
+    out = [(key, score + weight if mentions_time(texts.get(key, "")) else score) for key, score in scores]
+    order = {key: i for i, (key, _) in enumerate(scores)}
+    return sorted(out, key=lambda kv: (-kv[1], order[kv[0]]))

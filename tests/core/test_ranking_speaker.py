@@ -1,10 +1,10 @@
-"""memoryport.ranking.speaker_of and speaker_boost: the turns of a speaker the query names."""
+"""memoryport.ranking: speakers the query names (speaker_of, speaker_boost), questions asking when (time_boost)."""
 
 from __future__ import annotations
 
 import pytest
 
-from memoryport.ranking import speaker_boost, speaker_of
+from memoryport.ranking import asks_when, mentions_time, speaker_boost, speaker_of, time_boost
 
 
 @pytest.mark.parametrize(
@@ -59,3 +59,38 @@ def test_speaker_boost_keeps_order_when_nothing_matches() -> None:
     assert speaker_boost([], TEXTS, "Jon", weight=0.2) == []
     with pytest.raises(ValueError):
         speaker_boost(scores, TEXTS, "Jon", weight=-0.1)
+
+
+@pytest.mark.parametrize(
+    ("query", "asks"),
+    [("When did Jon open his studio?", True), ("what year was that", True), ("How long ago did you move?", True),
+     ("Which month is the fair?", True), ("Where is the studio?", False), ("whenever you like", False),
+     ("What did Jon paint?", False)],
+)  # fmt: skip
+def test_asks_when(query: str, asks: bool) -> None:
+    assert asks_when(query) is asks
+
+
+@pytest.mark.parametrize(
+    ("text", "mentions"),
+    [("I went yesterday", True), ("two years ago", True), ("on Friday", True), ("in July 2023", True),
+     ("since 2019", True), ("on 5/12", True), ("on May 5", True), ("may I join?", False),
+     ("I love my studio", False), ("the weekly plan", False)],
+)  # fmt: skip
+def test_mentions_time(text: str, mentions: bool) -> None:
+    assert mentions_time(text) is mentions
+
+
+def test_time_boost_lifts_records_naming_a_time_for_when_questions_only() -> None:
+    texts = {"a": "The support group was powerful.", "b": "I went to a support group yesterday.", "c": "Rain."}
+    scores = [("a", 1.0), ("b", 0.9), ("c", 0.1)]
+    assert time_boost(scores, texts, "When did Ann go to the support group?", weight=0.2) == [
+        ("b", pytest.approx(1.1)),
+        ("a", 1.0),
+        ("c", 0.1),
+    ]
+    assert time_boost(scores, texts, "What did Ann do at the support group?", weight=0.2) == scores
+    assert time_boost(scores, texts, "When?", weight=0.0) == scores
+    assert time_boost([], texts, "When?", weight=0.2) == []
+    with pytest.raises(ValueError):
+        time_boost(scores, texts, "When?", weight=-1.0)

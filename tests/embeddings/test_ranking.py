@@ -368,13 +368,30 @@ def test_speaker_weight_lifts_the_turns_of_the_speaker_the_query_names(
     off.close()
 
 
-def test_speaker_weight_default_and_checks(tmp_path: object) -> None:
+def test_speaker_and_time_weight_defaults_and_checks(tmp_path: object) -> None:
     from memoryport import InvalidInput
-    from memoryport.ranking import SPEAKER_WEIGHT
+    from memoryport.ranking import SPEAKER_WEIGHT, TIME_WEIGHT
 
     memory = SQLiteMemory(f"{tmp_path}/d.db")
     assert memory.store.speaker_weight == SPEAKER_WEIGHT == 0.2
+    assert memory.store.time_weight == TIME_WEIGHT == 0.2
     memory.close()
-    for bad in (-0.1, 1.5, True, "0.2"):
-        with pytest.raises(InvalidInput, match="speaker_weight"):
-            SQLiteMemory(f"{tmp_path}/x.db", speaker_weight=bad)  # type: ignore[arg-type]
+    for option in ("speaker_weight", "time_weight"):
+        for bad in (-0.1, 1.5, True, "0.2"):
+            with pytest.raises(InvalidInput, match=option):
+                SQLiteMemory(f"{tmp_path}/x.db", **{option: bad})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("weight", "first"), [(1.0, "told"), (0.0, "plain")])
+def test_time_weight_lifts_records_naming_a_time_for_when_questions(
+    tmp_path: object, weight: float, first: str
+) -> None:
+    memory = SQLiteMemory(f"{tmp_path}/t.db", time_weight=weight, session_weight=0, context_weight=0)
+    talk = [("The pottery class is calming.", "plain"), ("I joined the pottery class on Friday.", "told"),
+            ("Pottery.", "short")]  # fmt: skip
+    memory.add_sync([MemoryRecord(scope=ANN, text=t, metadata={"tag": tag}) for t, tag in talk])
+    when = memory.search_sync("When did Ann start the pottery class?", scope=ANN, k=3)
+    assert when[0].record.metadata["tag"] == first
+    what = memory.search_sync("What is the pottery class like?", scope=ANN, k=3)
+    assert what[0].record.metadata["tag"] == "plain"  # a query not asking when is unaffected
+    memory.close()

@@ -156,3 +156,22 @@ async def test_the_speaker_lift_ranks_alike(pg: Server, tmp_path: Path, mode: st
     finally:
         await sqlite.aclose()
         await postgres.aclose()
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+async def test_the_time_lift_ranks_alike(pg: Server, tmp_path: Path, mode: str) -> None:
+    ann = MemoryScope(user_id="ann")
+    # As many words in both: only the time named tells them apart, for a question asking when.
+    turns = [("the fair was great fun", "fun"), ("the fair was great friday", "friday"), ("rain all day", "rain")]
+    embedder = bow_embedder()
+    options = {"time_weight": 0.3, "session_weight": 0.0, "context_weight": 0.0, "search_mode": mode}
+    sqlite = SQLiteMemory(tmp_path / "s.db", embedder=embedder, **options)  # type: ignore[arg-type]
+    postgres = PostgresMemory(pg.app_dsn, embedder=embedder, schema=fresh_schema(), **options)  # type: ignore[arg-type]
+    try:
+        for memory in (sqlite, postgres):
+            await memory.add([MemoryRecord(scope=ann, text=t, metadata={"tag": tag}) for t, tag in turns])
+            hits = await memory.search("When was the fair?", scope=ann, k=2)
+            assert [h.record.metadata["tag"] for h in hits] == ["friday", "fun"], (memory, hits)
+    finally:
+        await sqlite.aclose()
+        await postgres.aclose()
