@@ -132,7 +132,9 @@ async def placed(
     span = ranking.query_dates(query) if store.date_weight else None
     if (span is None and not store.session_weight and not store.speaker_weight and not store.time_weight) or not ranked:
         return ranked
-    text = ", r.text" if store.speaker_weight or store.time_weight else ""
+    # Texts: whole for a question asking when, else only the start that holds a speaker prefix.
+    timed = bool(store.time_weight) and ranking.asks_when(query)
+    text = ", r.text" if timed else f", substr(r.text, 1, {ranking.SPEAKER_PREFIX})" if store.speaker_weight else ""
     await cur.execute(
         f"SELECT r.rid, r.created_at, r.session_id, r.agent_id{text} FROM {store.quoted_schema}.records r "
         "WHERE r.rid = ANY(%s)",
@@ -150,7 +152,7 @@ async def placed(
         ranked = ranking.date_boost(ranked, {rid: at for rid, (_, at) in when.items()}, span, weight=store.date_weight)
     if store.speaker_weight:
         ranked = ranking.speaker_boost(ranked, texts, query, weight=store.speaker_weight)
-    if store.time_weight:
+    if timed:
         ranked = ranking.time_boost(ranked, texts, query, weight=store.time_weight)
     return ranked
 

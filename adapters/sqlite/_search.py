@@ -191,21 +191,22 @@ def placed(conn: Conn, query: str, ranked: list[tuple[int, float]], store: SQLit
     if (span is None and not store.session_weight and not store.speaker_weight and not store.time_weight) or not ranked:
         return ranked
     # Times stay stored microseconds here (seconds for the session step): a datetime per candidate costs more.
+    # Texts: whole for a question asking when, else only the start that holds a speaker prefix.
+    timed = bool(store.time_weight) and ranking.asks_when(query)
+    text = ", text" if timed else f", substr(text, 1, {ranking.SPEAKER_PREFIX})" if store.speaker_weight else ""
     when: dict[int, tuple[Hashable, float]] = {}
     created: dict[int, int] = {}
     texts: dict[int, str] = {}
-    text = ", text" if store.speaker_weight or store.time_weight else ""
     for chunk in chunks([rid for rid, _ in ranked]):
         found = conn.execute(
             f"SELECT rid, created_at, session_id, agent_id{text} FROM records "
             f"WHERE rid IN ({','.join('?' * len(chunk))})",
             chunk,
         ).fetchall()
-        for rid, at, session, agent, *said in found:
-            created[rid] = at
-            when[rid] = ((session, agent), at / 1e6)
-            if said:
-                texts[rid] = said[0]
+        created.update((row[0], row[1]) for row in found)
+        when.update((row[0], ((row[2], row[3]), row[1] / 1e6)) for row in found)
+        if text:
+            texts.update((row[0], row[4]) for row in found)
     if store.session_weight:
         ranked = ranking.session_boost(ranked, when, weight=store.session_weight, gap=store.session_gap)
     if span is not None:
@@ -213,7 +214,7 @@ def placed(conn: Conn, query: str, ranked: list[tuple[int, float]], store: SQLit
         ranked = ranking.date_boost(ranked, days, span, weight=store.date_weight)
     if store.speaker_weight:
         ranked = ranking.speaker_boost(ranked, texts, query, weight=store.speaker_weight)
-    if store.time_weight:
+    if timed:
         ranked = ranking.time_boost(ranked, texts, query, weight=store.time_weight)
     return ranked
 

@@ -634,6 +634,9 @@ def session_boost(
 SPEAKER_WEIGHT = 0.2
 """What :func:`speaker_boost` adds to a candidate spoken by someone the query names (0 turns it off)."""
 
+SPEAKER_PREFIX = 80
+"""How many characters at the start of a text :func:`speaker_of` reads (stores may fetch only these)."""
+
 # "Caroline: ...", "Dr. Smith: ...", "Jean-Luc Picard: ...": one to three words, each led by a
 # letter, then a colon and a space. "10:30", "https://..." and "Note:buy" are not speaker prefixes.
 _SPEAKER = re.compile(r"\s*([^\W\d_][^\W_]*(?:[ .'’-]{1,2}[^\W\d_][^\W_]*){0,2})\.?\s*:\s")
@@ -642,13 +645,15 @@ _SPEAKER = re.compile(r"\s*([^\W\d_][^\W_]*(?:[ .'’-]{1,2}[^\W\d_][^\W_]*){0,2
 def speaker_of(text: str) -> str | None:
     """The speaker prefix of a transcript line (``"Name: what was said"``), else None.
 
+    Only the first :data:`SPEAKER_PREFIX` characters are read.
+
     Example:
         >>> speaker_of("Melanie: I signed up for a pottery class.")
         'Melanie'
         >>> speaker_of("Meeting moved to 10:30 tomorrow") is None
         True
     """
-    found = _SPEAKER.match(text)
+    found = _SPEAKER.match(text[:SPEAKER_PREFIX])
     return found.group(1) if found else None
 
 
@@ -689,13 +694,20 @@ def speaker_boost(
     if not weight or not scores:
         return list(scores)
     words = set(query_terms(query))
+    # A speaker prefix ends at the text's first colon (a name holds none): one look per distinct head,
+    # and a conversation has few speakers.
     named: dict[str, bool] = {}
     out: list[tuple[K, float]] = []
     for key, score in scores:
-        speaker = speaker_of(texts.get(key, ""))
-        if speaker is not None and speaker not in named:
-            named[speaker] = any(word in words for word in query_terms(speaker, stopwords=frozenset()))
-        out.append((key, score + weight if speaker is not None and named[speaker] else score))
+        text = texts.get(key, "")
+        cut = text.find(":", 0, SPEAKER_PREFIX)
+        head = text[: cut + 2] if cut >= 0 else ""
+        lifted = named.get(head)
+        if lifted is None:
+            speaker = speaker_of(head) if head else None
+            lifted = speaker is not None and any(w in words for w in query_terms(speaker, stopwords=frozenset()))
+            named[head] = lifted
+        out.append((key, score + weight if lifted else score))
     order = {key: i for i, (key, _) in enumerate(scores)}
     return sorted(out, key=lambda kv: (-kv[1], order[kv[0]]))
 
@@ -707,14 +719,14 @@ _ASKS_WHEN = re.compile(
     r"\b(?:when|what (?:time|date|day|week|month|year)|which (?:date|day|week|month|year)|how long ago)\b",
     re.IGNORECASE,
 )
-_MENTIONS_TIME = re.compile(
-    r"\b(?:yesterday|today|tonight|tomorrow|ago|weekend|weekends|week|weeks|month|months|year|years|"
-    r"morning|afternoon|evening|night|last|next|recently|since|"
-    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
-    r"january|february|march|april|june|july|august|september|october|november|december|may(?= \d)|"
-    r"(?:1[89]|2[01])\d\d|\d{1,2}[/.-]\d{1,2}(?:[/.-]\d{2,4})?)\b",
-    re.IGNORECASE,
-)
+_TIME_WORDS_TEXT = """
+    yesterday today tonight tomorrow ago weekend weekends week weeks month months year years morning afternoon
+    evening night last next recently since monday tuesday wednesday thursday friday saturday sunday january
+    february march april june july august september october november december
+"""
+_TIME_WORDS = frozenset(_TIME_WORDS_TEXT.split())
+# A year, a numeric date, or "May 5" ("may" alone is mostly the verb).
+_NUMERIC_TIME = re.compile(r"\b(?:(?:1[89]|2[01])\d\d|\d{1,2}[/.-]\d{1,2}(?:[/.-]\d{2,4})?|may \d)", re.IGNORECASE)
 
 
 def asks_when(query: str) -> bool:
@@ -735,7 +747,9 @@ def mentions_time(text: str) -> bool:
         >>> mentions_time("I went to a fair yesterday"), mentions_time("I love fairs")
         (True, False)
     """
-    return _MENTIONS_TIME.search(text) is not None
+    if not _TIME_WORDS.isdisjoint(_WORD.findall(text.lower())):
+        return True
+    return _NUMERIC_TIME.search(text) is not None
 
 
 def time_boost(
