@@ -17,7 +17,7 @@ from memoryport._embedding import EmbeddingPort
 from memoryport._errors import BackendError, EmbedderMismatch, UsageError
 
 from . import _erasure
-from ._ann import ANN_DDL
+from ._ann import ANN_DDL, ANN_FINE_DDL
 from ._connection import Database, is_busy
 from ._files import cannot_write, tighten
 from ._graph import GRAPH_DDL
@@ -68,6 +68,7 @@ MIGRATIONS: list[tuple[str, ...]] = [
     GRAPH_DDL,
     SLOTS_DDL,  # each user's slot: the high bits of its records' FTS5 rowids (rekey_fts re-keys older files)
     ANN_DDL,  # the vector index of large scopes (_ann.py); files without one are searched exactly as before
+    ANN_FINE_DDL,  # int8 codes in the index's lists; older indexes are dropped (rebuilt in the background)
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 SLOTS_VERSION = MIGRATIONS.index(SLOTS_DDL) + 1  # files below it get their FTS5 rowids re-keyed

@@ -12,7 +12,7 @@ Plain storage behind :class:`memoryport.GuardedMemory`; see ``docs/sqlite.md``.
 | ``_fts.py`` | FTS5 and LIKE query strings from a user's words |
 | ``_keyword.py`` | keyword ranking: FTS5 BM25, per-user BM25, LIKE |
 | ``_vectors.py`` | embedding a batch; the vector cache (shared per file) and the cosine ranking |
-| ``_ann.py`` | the vector index of large scopes: IVF lists of sign-bit codes, exact re-rank |
+| ``_ann.py`` | the vector index of large scopes: IVF lists of sign-bit and int8 codes, exact re-rank |
 | ``_search.py`` | a search once the query is embedded: recent, keyword, vector, hybrid, context |
 | ``_update.py`` | ``update``: texts, metadata and expiry changed in place |
 | ``_erasure.py`` | deleting rows from every table, then VACUUM and checkpoint, crash-safe |
@@ -69,8 +69,8 @@ INLINE_MAX = 8
 HEAD_TENANTS = 32
 
 #: The threshold suggested for ``ann_threshold`` when a host opts in to the vector index (``_ann.py``).
-#: Not the default (its results are approximate): at 1M vectors the index starts searching in 0.6 s instead of
-#: 11 s and a warm search took 24-27 ms vs 465 ms for the exact scan, recall@10 0.971 (docs/benchmarks-sqlite.md).
+#: Not the default (its results are approximate): at 1M vectors the index starts searching in about 0.5 s instead
+#: of 12-37 s and a warm search took 18-27 ms vs 755 ms for the exact scan, recall@10 1.000 (docs/benchmarks-sqlite.md).
 ANN_THRESHOLD = 50_000
 
 

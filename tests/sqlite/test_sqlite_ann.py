@@ -21,7 +21,8 @@ import pytest
 
 from memoryport import CallableEmbedder, MemoryRecord, MemoryScope, MemoryUpdate, SQLiteMemory
 from memoryport.adapters.sqlite import SCHEMA_VERSION
-from memoryport.adapters.sqlite._ann import codes_of, hamming, hamming_columns, kmeans, nearest
+from memoryport.adapters.sqlite._ann import codes_of, fine_of, hamming, hamming_columns, kmeans, nearest
+from memoryport.storekit import embed_unit
 
 from .support import raw_bytes
 
@@ -46,6 +47,16 @@ def embedder() -> CallableEmbedder:
 def code(text: str) -> bytes:
     v = clustered([text])
     return codes_of(v / np.linalg.norm(v, axis=1, keepdims=True)).tobytes()
+
+
+def fine(text: str) -> tuple[bytes, bytes]:
+    """The halves of the int8 code of ``text``'s unit vector: a code straddling two pages keeps one whole."""
+    whole = fine_of(asyncio.run(embed_unit(embedder(), [text])))[0].tobytes()
+    return whole[:32], whole[32:]
+
+
+def has_fine(text: str, data: bytes) -> bool:
+    return any(half in data for half in fine(text))
 
 
 def build(memory: Any, scope: MemoryScope) -> int:
@@ -163,18 +174,48 @@ def test_adds_updates_and_deletes_after_the_build_are_reflected(indexed: Any) ->
     conn.close()
 
 
+def test_adds_go_to_small_tails_merged_into_their_lists(indexed: Any, monkeypatch: Any) -> None:
+    from memoryport.adapters.sqlite import _ann
+
+    memory, exact, _, path = indexed
+    monkeypatch.setattr(_ann, "TAIL_MAX", 5)
+    texts = [f"c3 tail {i}" for i in range(40)]
+    ids = []
+    for text in texts:  # one at a time: each add rewrites a tail, every sixth merges one
+        ids += memory.add_sync([MemoryRecord(scope=ANN, text=text)])
+    conn = memory.store.driver.connect(path)
+    rows = conn.execute("SELECT list, length(rids) / 8 FROM ann_lists").fetchall()
+    assert all(n <= 5 for no, n in rows if no < 0) and any(no < 0 and n for no, n in rows)
+    listed = np.concatenate([np.frombuffer(r[0], dtype=np.int64) for r in conn.execute("SELECT rids FROM ann_lists")])
+    assigned = dict(conn.execute("SELECT rid, list FROM ann_assign").fetchall())
+    assert len(listed) == len(set(listed.tolist())) == len(assigned) == 1540
+    for no, blob in conn.execute("SELECT list, rids FROM ann_lists"):  # each rid is assigned to the row holding it
+        assert all(assigned[rid] == no for rid in np.frombuffer(blob, dtype=np.int64).tolist())
+    conn.close()
+    for text, wanted in zip(texts, ids, strict=True):
+        assert memory.search_sync(text, scope=ANN, k=1)[0].record.id == wanted
+    got = memory.search_sync("c3 tail 7", scope=ANN, k=10)
+    want = exact.search_sync("c3 tail 7", scope=ANN, k=10)
+    assert len({h.record.id for h in got} & {h.record.id for h in want}) >= 9
+    assert memory.delete_sync(ids[::2], scope=ANN) == 20
+    data = raw_bytes(path)
+    assert [t for t in texts[::2] if code(t) in data or has_fine(t, data)] == []
+    assert all(code(t) in data and has_fine(t, data) for t in texts[1::2])
+    assert all(h.record.id not in ids[::2] for h in memory.search_sync("c3 tail 4", scope=ANN, k=40))
+
+
 def test_erased_codes_leave_the_file(indexed: Any) -> None:
     memory, _, texts, path = indexed
     victims = list(texts)[:30]
     updated = list(texts)[30:40]
     live = list(texts)[40:60]
     data = raw_bytes(path)
-    assert all(code(texts[i]) in data for i in victims + live)  # the check sees codes that are there
+    assert all(code(texts[i]) in data and has_fine(texts[i], data) for i in victims + live)  # the check sees them
     memory.delete_sync(victims, scope=ANN)
     memory.update_sync([MemoryUpdate(id=i, text=f"c1 replaced {n}") for n, i in enumerate(updated)], scope=ANN)
     data = raw_bytes(path)
-    assert [i for i in victims + updated if code(texts[i]) in data] == []
-    assert all(code(texts[i]) in data for i in live)
+    assert [i for i in victims + updated if code(texts[i]) in data or has_fine(texts[i], data)] == []
+    assert all(code(texts[i]) in data and has_fine(texts[i], data) for i in live)
     assert memory.delete_sync(scope=ANN) == 1470  # the whole user: the index goes with it
     conn = memory.store.driver.connect(path)
     assert [
@@ -186,7 +227,7 @@ def test_erased_codes_leave_the_file(indexed: Any) -> None:
     ]
     conn.close()
     data = raw_bytes(path)
-    assert [i for i in live if code(texts[i]) in data] == []
+    assert [i for i in live if code(texts[i]) in data or has_fine(texts[i], data)] == []
 
 
 def test_narrower_scopes_and_filters_stay_exact(tmp_path: object) -> None:
@@ -240,22 +281,44 @@ def test_stores_of_one_file_share_their_caches(tmp_path: object) -> None:
     other.close()
 
 
-def test_a_file_of_the_previous_schema_is_migrated(tmp_path: object) -> None:
+def test_a_file_without_an_index_is_migrated(tmp_path: object) -> None:
     path = os.path.join(str(tmp_path), "old.db")
     memory = SQLiteMemory(path, embedder(), search_mode="vector")
     memory.add_sync([MemoryRecord(scope=ANN, text=f"c{i % 12} old {i}") for i in range(50)])
     memory.close()
-    conn = sqlite3.connect(path)  # back to version SCHEMA_VERSION - 1: no index tables, no file id
+    conn = sqlite3.connect(path)  # back to version 4: no index tables, no file id
     for table in ("ann_index", "ann_lists", "ann_assign"):
         conn.execute(f"DROP TABLE {table}")
     conn.execute("DELETE FROM meta WHERE key = 'file_id'")
-    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (SCHEMA_VERSION - 1,))
+    conn.execute("UPDATE meta SET value = 4 WHERE key = 'schema_version'")
     conn.commit()
     conn.close()
     reopened = SQLiteMemory(path, embedder(), search_mode="vector", ann_threshold=10)
     assert reopened.store.stats()["schema_version"] == SCHEMA_VERSION
     assert build(reopened, ANN) == 50
     assert reopened.search_sync("c3 old 3", scope=ANN, k=1)[0].record.text == "c3 old 3"
+    reopened.close()
+
+
+def test_an_index_without_int8_codes_is_dropped_and_rebuilt(tmp_path: object) -> None:
+    path = os.path.join(str(tmp_path), "v5.db")
+    memory = SQLiteMemory(path, embedder(), search_mode="vector", ann_threshold=100)
+    memory.add_sync([MemoryRecord(scope=ANN, text=f"c{i % 12} old {i}") for i in range(300)])
+    assert build(memory, ANN) == 300
+    memory.close()
+    conn = sqlite3.connect(path)  # back to version 5: lists of sign codes only
+    conn.execute("ALTER TABLE ann_lists DROP COLUMN fine")
+    conn.execute("UPDATE meta SET value = 5 WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    reopened = SQLiteMemory(path, embedder(), search_mode="vector", ann_threshold=100)
+    assert reopened.store.stats()["schema_version"] == SCHEMA_VERSION
+    conn = sqlite3.connect(path)
+    assert [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("ann_index", "ann_lists")] == [0, 0]
+    conn.close()
+    assert reopened.search_sync("c3 old 3", scope=ANN, k=1)[0].record.text == "c3 old 3"  # exact meanwhile
+    assert build(reopened, ANN) == 300
+    assert reopened.search_sync("c4 old 4", scope=ANN, k=1)[0].record.text == "c4 old 4"
     reopened.close()
 
 
@@ -284,6 +347,8 @@ def test_writes_during_a_build_are_caught_up(tmp_path: object) -> None:
     conn.close()
     assert code("c0 note 0") not in data and code("c9 changed meanwhile") in data
     assert code("c1 note 1") not in data and code("c5 arrived late") in data
+    assert not has_fine("c0 note 0", data) and has_fine("c9 changed meanwhile", data)
+    assert not has_fine("c1 note 1", data) and has_fine("c5 arrived late", data)
     for text, wanted in (("c5 arrived late", late[0]), ("c9 changed meanwhile", ids[0])):
         assert memory.search_sync(text, scope=ANN, k=1)[0].record.id == wanted
     memory.close()
