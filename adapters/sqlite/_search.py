@@ -11,7 +11,8 @@ import itertools
 import json
 import math
 from collections.abc import Callable, Hashable, Sequence
-from typing import TYPE_CHECKING, Any
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
@@ -28,10 +29,26 @@ from ._vectors import F32, INLINE_VECTORS, NotCached
 if TYPE_CHECKING:
     from ._store import SQLiteStore
 
-__all__ = ["NEIGHBOUR_SCAN", "neighbours", "placed", "recent", "rows_by_rid", "search_hits", "sides", "with_previous"]
+__all__ = [
+    "NEIGHBOUR_SCAN",
+    "Times",
+    "neighbours",
+    "placed",
+    "recent",
+    "rows_by_rid",
+    "search_hits",
+    "sides",
+    "with_previous",
+]
 
 # How many of a user's records on each side of a candidate the neighbour lookup reads.
 NEIGHBOUR_SCAN = 16
+
+#: rid -> (created_at in stored microseconds, session_id, agent_id, text): what the session, date,
+#: speaker and time steps need of each ranked record, filled in by the neighbour lookup, which reads
+#: those rows anyway (a neighbour shares its candidate's session and agent), so that they cost no
+#: statement of their own.
+Times = dict[int, tuple[int, Union[str, None], Union[str, None], str]]
 
 
 def recent(conn: Conn, scope: MemoryScope, k: int, filters: Cond) -> list[MemoryHit]:
@@ -59,56 +76,41 @@ def search_hits(
     filters: Cond,
     *,
     load: bool = True,
+    pending: Future[F32 | None] | None = None,
 ) -> list[MemoryHit]:
     """The ``k`` best hits by ``mode`` (``keyword``, ``vector``, ``hybrid``); keyword when ``qvec`` is None.
 
     ``load=False`` (vector mode only): from vectors already in RAM, else :class:`~._vectors.NotCached`.
+    ``pending`` (hybrid, ``qvec`` None): the query's vector, still being embedded. Everything that
+    does not need it (the keyword half, its candidates' neighbours and times) runs first, then this
+    waits for it, in the same read transaction; a result of None (the embedder failed) ranks by
+    keywords alone, as ``mode="keyword"`` would.
     """
     now = us(utcnow())
     limit = max(k, store.candidates)
-    if qvec is None or mode == "keyword":
+    times: Times = {}
+    if mode == "keyword" or (qvec is None and pending is None):
         scored = list(
             ranking.normalise(keyword_ranking(conn, store.keyword_index, query, scope, limit, filters, now)).items()
         )
         signal = "keyword"
+        near = _near(store, conn, [rid for rid, _ in scored], filters, now, times, among=True)
     elif mode == "vector":
         # Pure cosine similarity: the scores keep their meaning, no neighbours.
+        assert qvec is not None  # mode "vector" comes with a vector (the line above took the rest)
         scored = vector_job(store, conn, qvec, scope, k, filters, now, load=load)()
         signal = "vector"
+        near = {}
     else:
-        # The matrix product (numpy, GIL released) runs beside the FTS5 query
-        # (SQLite, GIL released): hybrid costs about the slower of the two.
-        # Both read this transaction's snapshot: the job's inputs are read here.
-        pool = limit * ranking.PREVIOUS_POOL if store.previous_weight else limit
-        job = store.numpy.submit(vector_job(store, conn, qvec, scope, pool, filters, now))
-        keyword = keyword_ranking(conn, store.keyword_index, query, scope, limit, filters, now)
-        vector = job.result()
-        if store.min_similarity > 0:
-            # A candidate found by vectors alone must be similar enough in absolute terms: min-max
-            # fusion would otherwise give the best of unrelated records a confident-looking score.
-            words = {rid for rid, _ in keyword}
-            vector = [(rid, cos) for rid, cos in vector if rid in words or cos >= store.min_similarity]
-        if store.previous_weight:
-            vector = with_previous(conn, qvec, vector, filters, now, store.previous_weight)[:limit]
-        scored = ranking.fuse(keyword, vector)
-        signal = "hybrid"
+        scored, near, signal = _hybrid(store, conn, query, qvec, pending, scope, limit, filters, now, times)
     if signal == "vector":
         ranked = scored
     else:
         # Keyword search re-ranks its own matches only: every hit still contains a query word.
-        near = neighbours(
-            conn,
-            [rid for rid, _ in scored],
-            filters,
-            now,
-            weight=store.context_weight,
-            window=store.context_window,
-            among=signal == "keyword",
-        )
         ranked = ranking.spread_to_neighbours(
             scored, near, weight=store.context_weight, only_scored=signal == "keyword"
         )
-        ranked = placed(conn, query, ranked, store)[:k]
+        ranked = placed(conn, query, ranked, store, times)[:k]
     rows = rows_by_rid(conn, [rid for rid, _ in ranked])
     # Built, not validated (see _rows.built); a non-finite score (a bug) still goes through validation.
     return [
@@ -118,6 +120,63 @@ def search_hits(
         for rid, score in ranked
         if rid in rows
     ]
+
+
+def _hybrid(
+    store: SQLiteStore,
+    conn: Conn,
+    query: str,
+    qvec: F32 | None,
+    pending: Future[F32 | None] | None,
+    scope: MemoryScope,
+    limit: int,
+    filters: Cond,
+    now: int,
+    times: Times,
+) -> tuple[list[tuple[int, float]], dict[int, list[tuple[int, int]]], str]:
+    """The fused candidates of a hybrid search, their neighbours, and the signal (``keyword`` without a vector).
+
+    The steps overlap: the matrix product (numpy, GIL released) runs on a
+    numpy thread beside the FTS5 query and the keyword candidates' neighbour
+    lookup (SQLite, GIL released); only the neighbours of candidates found by
+    vectors alone wait for it. Each candidate's neighbours come from its own
+    lookup, so splitting them in two changes nothing. Everything reads this
+    transaction's snapshot: the vector job's inputs are read on this thread.
+    """
+    pool = limit * ranking.PREVIOUS_POOL if store.previous_weight else limit
+    if qvec is None and pending is not None and pending.done():
+        qvec, pending = pending.result(), None
+    job = None if qvec is None else store.numpy.submit(vector_job(store, conn, qvec, scope, pool, filters, now))
+    keyword = keyword_ranking(conn, store.keyword_index, query, scope, limit, filters, now)
+    # When the embedder failed, the keyword ranking stands alone; keyword search looks up fewer
+    # neighbours (links among its own matches only), but every candidate's full list gives the same ranking.
+    near = _near(store, conn, [rid for rid, _ in keyword], filters, now, times)
+    if job is not None and qvec is not None:
+        vector = job.result()
+    else:
+        qvec = None if pending is None else pending.result()  # embedded in the meantime
+        if qvec is None:
+            return list(ranking.normalise(keyword).items()), near, "keyword"
+        vector = vector_job(store, conn, qvec, scope, pool, filters, now)()  # nothing left to run beside it
+    words = {rid for rid, _ in keyword}
+    if store.min_similarity > 0:
+        # A candidate found by vectors alone must be similar enough in absolute terms: min-max
+        # fusion would otherwise give the best of unrelated records a confident-looking score.
+        vector = [(rid, cos) for rid, cos in vector if rid in words or cos >= store.min_similarity]
+    if store.previous_weight:
+        vector = with_previous(conn, qvec, vector, filters, now, store.previous_weight)[:limit]
+    scored = ranking.fuse(keyword, vector)
+    near.update(_near(store, conn, [rid for rid, _ in scored if rid not in words], filters, now, times))
+    return scored, near, "hybrid"
+
+
+def _near(
+    store: SQLiteStore, conn: Conn, rids: Sequence[int], filters: Cond, now: int, times: Times, *, among: bool = False
+) -> dict[int, list[tuple[int, int]]]:
+    """:func:`neighbours` with the store's weight and window."""
+    return neighbours(
+        conn, rids, filters, now, weight=store.context_weight, window=store.context_window, among=among, times=times
+    )
 
 
 def vector_job(
@@ -182,31 +241,44 @@ def with_previous(
     return ranking.mix_previous(vector, parts, weight=weight)
 
 
-def placed(conn: Conn, query: str, ranked: list[tuple[int, float]], store: SQLiteStore) -> list[tuple[int, float]]:
+def placed(
+    conn: Conn, query: str, ranked: list[tuple[int, float]], store: SQLiteStore, times: Times | None = None
+) -> list[tuple[int, float]]:
     """``ranked`` with sessions holding a strong match lifted (:func:`ranking.session_boost`), then the
     records written on the date the query names (:func:`ranking.date_boost`), then the turns of a speaker
     the query names (:func:`ranking.speaker_boost`), then, for a query asking when, the records that
-    mention a time (:func:`ranking.time_boost`)."""
+    mention a time (:func:`ranking.time_boost`).
+
+    ``times``: what the neighbour lookup already read (see :data:`Times`); only the rest is read here.
+    """
     span = ranking.query_dates(query) if store.date_weight else None
     if (span is None and not store.session_weight and not store.speaker_weight and not store.time_weight) or not ranked:
         return ranked
     # Times stay stored microseconds here (seconds for the session step): a datetime per candidate costs more.
     # Texts: whole for a question asking when, else only the start that holds a speaker prefix.
     timed = bool(store.time_weight) and ranking.asks_when(query)
-    text = ", text" if timed else f", substr(text, 1, {ranking.SPEAKER_PREFIX})" if store.speaker_weight else ""
-    when: dict[int, tuple[Hashable, float]] = {}
-    created: dict[int, int] = {}
-    texts: dict[int, str] = {}
-    for chunk in chunks([rid for rid, _ in ranked]):
+    known: Times = {} if times is None else times
+    for chunk in chunks([rid for rid, _ in ranked if rid not in known]):
+        known = dict(known) if known is times else known
         found = conn.execute(
-            f"SELECT rid, created_at, session_id, agent_id{text} FROM records "
+            f"SELECT rid, created_at, session_id, agent_id, text FROM records "
             f"WHERE rid IN ({','.join('?' * len(chunk))})",
             chunk,
         ).fetchall()
-        created.update((row[0], row[1]) for row in found)
-        when.update((row[0], ((row[2], row[3]), row[1] / 1e6)) for row in found)
-        if text:
-            texts.update((row[0], row[4]) for row in found)
+        known.update((rid, (at, session, agent, text)) for rid, at, session, agent, text in found)
+    when: dict[int, tuple[Hashable, float]] = {}
+    created: dict[int, int] = {}
+    texts: dict[int, str] = {}
+    for rid, _ in ranked:
+        found_at = known.get(rid)
+        if found_at is not None:
+            at, session, agent, text = found_at
+            created[rid] = at
+            when[rid] = ((session, agent), at / 1e6)
+            if timed:
+                texts[rid] = text
+            elif store.speaker_weight:
+                texts[rid] = text[: ranking.SPEAKER_PREFIX]  # what SQL's substr(text, 1, n) gave: n characters
     if store.session_weight:
         ranked = ranking.session_boost(ranked, when, weight=store.session_weight, gap=store.session_gap)
     if span is not None:
@@ -228,6 +300,7 @@ def neighbours(
     weight: float,
     window: int,
     among: bool = False,
+    times: Times | None = None,
 ) -> dict[int, list[tuple[int, int]]]:
     """rid -> (rid, distance) of the live records of its exact scope written just before and after it.
 
@@ -235,23 +308,32 @@ def neighbours(
     ``among=True``: only links between ``rids`` matter (keyword search lifts
     its own matches only), so a rid with none of the others among its user's
     nearest :data:`NEIGHBOUR_SCAN` records is left out (it has no such link).
+    ``times``: filled with the :data:`Times` of the records read (the rids and their neighbours).
     """
     if not rids or not weight or window < 1:
         return {}
     if among:
-        rids = _close(conn, rids)
+        rids = _close(conn, rids, times)
         if not rids:
             return {}
-    found = sides(conn, rids, filters, now, window=window)
+    found = sides(conn, rids, filters, now, window=window, times=times)
     return {rid: [*before, *after] for rid, (before, after) in found.items()}
 
 
 def sides(
-    conn: Conn, rids: Sequence[int], filters: Cond, now: int, *, window: int, after: bool = True
+    conn: Conn,
+    rids: Sequence[int],
+    filters: Cond,
+    now: int,
+    *,
+    window: int,
+    after: bool = True,
+    times: Times | None = None,
 ) -> dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]]:
     """rid -> ((rid, distance) before it, nearest first; the same after it, empty unless ``after``).
 
-    The records of its exact scope, live and matching the filters, as in :func:`neighbours`.
+    The records of its exact scope, live and matching the filters, as in :func:`neighbours`;
+    ``times`` is filled as there.
     """
     if not rids or window < 1:
         return {}
@@ -259,8 +341,9 @@ def sides(
     # selective filter or interleaved sessions cannot make this walk a user's whole history.
     fsql, fparams = filter_sql(filters, alias="w", created="w.t")
     side = (
-        "(SELECT json_group_array(json_array(t, rid)) FROM (SELECT w.t AS t, w.rid AS rid FROM ("
-        "SELECT n.created_at AS t, n.rid AS rid, n.session_id AS s, n.agent_id AS a, n.expires_at AS e "
+        "(SELECT json_group_array(json_array(t, rid{text})) FROM (SELECT w.t AS t, w.rid AS rid, w.x AS x FROM ("
+        "SELECT n.created_at AS t, n.rid AS rid, n.session_id AS s, n.agent_id AS a, n.expires_at AS e, "
+        "{x} AS x "
         "FROM records n WHERE n.user_id IS c.user_id AND (n.created_at, n.rid) {op} (c.created_at, c.rid) "
         "ORDER BY n.created_at {dir}, n.rid {dir} LIMIT {scan}) AS w "
         "WHERE w.s IS c.session_id AND w.a IS c.agent_id AND (w.e IS NULL OR w.e > ?)" + fsql + " "
@@ -270,22 +353,30 @@ def sides(
     # LIMIT and OFFSET are written into the statement, never bound: SQLite
     # re-prepares a statement whose bound LIMIT changes at every execution
     # (callgrind: 427k instructions per run of this one for one rid, 64k with literals).
-    before = side.format(op="<", dir="DESC", scan=NEIGHBOUR_SCAN, window=int(window))
-    later = side.format(op=">", dir="ASC", scan=NEIGHBOUR_SCAN, window=int(window)) if after else "NULL"
+    # With ``times`` the neighbours' texts come along (the rows are read anyway).
+    text, x = (", x", "n.text") if times is not None else ("", "NULL")
+    before = side.format(op="<", dir="DESC", scan=NEIGHBOUR_SCAN, window=int(window), text=text, x=x)
+    later = side.format(op=">", dir="ASC", scan=NEIGHBOUR_SCAN, window=int(window), text=text, x=x) if after else "NULL"
     rows = conn.execute(
-        f"SELECT c.rid, {before}, {later} FROM records c WHERE c.rid IN (SELECT value FROM json_each(?))",
+        f"SELECT c.rid, c.created_at, c.session_id, c.agent_id, c.text, {before}, {later} "
+        "FROM records c WHERE c.rid IN (SELECT value FROM json_each(?))",
         [*one_side, *(one_side if after else []), json.dumps(list(rids))],
     ).fetchall()
     out: dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]] = {}
-    for rid, found_before, found_after in rows:
-        # sorted here: an aggregate's input order is not guaranteed
+    for rid, at, session, agent, said, found_before, found_after in rows:
+        # sorted here (by created_at, then rid: unique): an aggregate's input order is not guaranteed
         near_first = (sorted(json.loads(found_before or "[]"), reverse=True), sorted(json.loads(found_after or "[]")))
-        b, a = ([(int(other), d) for d, (_, other) in enumerate(side_rows, 1)] for side_rows in near_first)
+        b, a = ([(int(row[1]), d) for d, row in enumerate(side_rows, 1)] for side_rows in near_first)
         out[int(rid)] = (b, a)
+        if times is not None:
+            # A neighbour shares the candidate's session and agent (the statement asks for the exact scope).
+            times[int(rid)] = (at, session, agent, said)
+            for side_rows in near_first:
+                times.update((int(other), (t, session, agent, x)) for t, other, x in side_rows)
     return out
 
 
-def _close(conn: Conn, rids: Sequence[int]) -> list[int]:
+def _close(conn: Conn, rids: Sequence[int], times: Times | None = None) -> list[int]:
     """The ``rids`` with another of them among their user's :data:`NEIGHBOUR_SCAN` nearest records on one side.
 
     Only those can be linked by :func:`neighbours`, whose lists come from that
@@ -293,20 +384,23 @@ def _close(conn: Conn, rids: Sequence[int]) -> list[int]:
     consecutive rids in (user, created_at, rid) order, whether the later one lies
     within the earlier one's next :data:`NEIGHBOUR_SCAN` records of the user: one
     covering-index walk per rid, no row read. A tie on created_at counts as
-    close (then :func:`neighbours` decides exactly).
+    close (then :func:`neighbours` decides exactly). ``times`` is filled
+    with the rids' own :data:`Times`.
     """
     if len(rids) < 2:
         return []
     rows = conn.execute(
         "SELECT c.rid, c.user_id, c.created_at, (SELECT n.created_at FROM records n WHERE n.user_id IS c.user_id "
         "AND (n.created_at, n.rid) > (c.created_at, c.rid) ORDER BY n.created_at, n.rid "
-        f"LIMIT 1 OFFSET {NEIGHBOUR_SCAN - 1}) "
+        f"LIMIT 1 OFFSET {NEIGHBOUR_SCAN - 1}), c.session_id, c.agent_id, c.text "
         "FROM records c WHERE c.rid IN (SELECT value FROM json_each(?))",
         [json.dumps(list(rids))],
     ).fetchall()
+    if times is not None:
+        times.update((int(row[0]), (row[2], row[4], row[5], row[6])) for row in rows)
     rows.sort(key=lambda row: (row[1] is not None, row[1] or "", row[2], row[0]))
     close: set[int] = set()
-    for (rid, user, _, last), (other, other_user, at, _) in itertools.pairwise(rows):
+    for (rid, user, _, last, *_), (other, other_user, at, *_) in itertools.pairwise(rows):
         # `last`: created_at of the NEIGHBOUR_SCAN-th record after `rid` (None: fewer follow it).
         if user == other_user and (last is None or at <= last):
             close.update((rid, other))

@@ -29,7 +29,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -603,27 +603,73 @@ class SQLiteStore:
     async def _search_where(self, query: str, scope: MemoryScope, k: int, filters: Cond) -> list[MemoryHit]:
         if not query.strip():
             return await self._run(lambda: self.db.read(lambda conn: recent(conn, scope, k, filters)))
+        fetch = ranking.rerank_pool(k, self.reranker, self.rerank_candidates)
         qvec: F32 | None = None
         mode: SearchMode = "keyword"
-        if self.embedder is not None and self.search_mode != "keyword":
-            try:
-                qvec = (await embed(self.embedder, [query]))[0]
-                mode = self.search_mode
-            except Exception as exc:
-                logger.warning(
-                    "SQLite %s: the embedder failed during search (%s); searching by keywords only",
-                    os.path.basename(self.path),
-                    type(exc).__name__,
+        if self.embedder is not None and self.search_mode == "hybrid":
+            hits, mode = await self._search_hybrid(self.embedder, query, scope, fetch, filters)
+        else:
+            if self.embedder is not None and self.search_mode != "keyword":
+                qvec = await self._embed_query(self.embedder, query)
+                mode = "keyword" if qvec is None else self.search_mode
+            found = self._search_inline(query, qvec, mode, scope, fetch, filters)
+            if found is None:
+                found = await self._run(
+                    lambda: self.db.read(lambda conn: search_hits(self, conn, query, qvec, mode, scope, fetch, filters))
                 )
-        fetch = ranking.rerank_pool(k, self.reranker, self.rerank_candidates)
-        hits = self._search_inline(query, qvec, mode, scope, fetch, filters)
-        if hits is None:
-            hits = await self._run(
-                lambda: self.db.read(lambda conn: search_hits(self, conn, query, qvec, mode, scope, fetch, filters))
-            )
+            hits = found
         if self.reranker is not None:
             hits = await ranking.rerank(self.reranker, query, hits, backend=f"SQLite {os.path.basename(self.path)}")
         return SearchResults(hits[:k], mode=mode)
+
+    async def _embed_query(self, embedder: EmbeddingPort, query: str) -> F32 | None:
+        """The query's unit vector, or None (logged) when the embedder fails: the search then uses keywords only."""
+        try:
+            rows: F32 = await embed(embedder, [query])
+        except Exception as exc:
+            logger.warning(
+                "SQLite %s: the embedder failed during search (%s); searching by keywords only",
+                os.path.basename(self.path),
+                type(exc).__name__,
+            )
+            return None
+        vector: F32 = rows[0]
+        return vector
+
+    async def _search_hybrid(
+        self, embedder: EmbeddingPort, query: str, scope: MemoryScope, k: int, filters: Cond
+    ) -> tuple[list[MemoryHit], SearchMode]:
+        """A hybrid search whose keyword half runs while the query is being embedded; the hits and the mode used.
+
+        A local model takes milliseconds to embed a question, about as long as
+        the keyword half: the worker runs the FTS5 query and looks up its
+        candidates' neighbours meanwhile, then waits for the vector, in the same
+        read transaction (see ``_search.search_hits``). An embedder that
+        answers at once (a cache) is waited for here instead, so that the
+        vector half still runs beside the keyword half. If the embedder fails,
+        the search ranks by keywords alone (mode ``keyword``), as before.
+        """
+        pending: Future[F32 | None] = Future()
+
+        async def vector() -> None:
+            qvec = await self._embed_query(embedder, query)
+            if not pending.done():
+                pending.set_result(qvec)
+
+        task = asyncio.create_task(vector())
+        try:
+            await asyncio.sleep(0)  # lets an embedder that needs no thread or I/O finish first
+            hits = await self._run(
+                lambda: self.db.read(
+                    lambda conn: search_hits(self, conn, query, None, "hybrid", scope, k, filters, pending=pending)
+                )
+            )
+        finally:
+            if not pending.done():
+                # The search failed or was cancelled before it waited for the vector: never leave a worker waiting.
+                pending.set_result(None)
+                task.cancel()
+        return hits, "hybrid" if pending.result() is not None else "keyword"
 
     def graph_port(self) -> SQLiteGraphStore:
         """The entity graph in this file (hosts hold ``KnowledgeGraph(memory)``; see ``docs/graph.md``)."""

@@ -1,0 +1,235 @@
+"""SQLite hybrid search, overlapped: the same hits and scores as the steps run one after the other.
+
+A hybrid search runs its keyword half (and its candidates' neighbours and
+times) while the question is embedded or while the vector half runs, and the
+session step takes its times from the neighbour lookup instead of a statement
+of its own. None of that may change a hit or a score: every search here is
+compared with a reference that runs the steps in their plain order (vectors,
+keywords, fusion, every candidate's neighbours, the session and date steps
+reading their own rows), on data with created_at ties, sessions, agents,
+expired records, filters and dates named in the query, with an embedder that
+answers at once, one that takes a while, and one that fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from memoryport import CallableEmbedder, GuardedMemory, MemoryRecord, MemoryScope, SQLiteMemory, ranking
+from memoryport._records import utcnow
+from memoryport.adapters.sqlite import SQLiteStore, _search
+from memoryport.adapters.sqlite._keyword import keyword_ranking
+from memoryport.adapters.sqlite._rows import us
+from memoryport.adapters.sqlite._where import Where
+from memoryport.storekit import embed_unit
+
+from .support import bow_vectors
+
+WORDS = ["tea", "green", "coffee", "walk", "river", "book", "piano", "garden", "storm", "lamp", "july", "paint"]
+QUERIES = [
+    "tea river",
+    "green storm lamp",
+    "piano",
+    "walk book garden coffee",
+    "what did I paint on 7 July 2023",
+    "garden in July 2023",
+    "zebra",  # no keyword match: vectors alone
+]
+DIM = 32
+
+
+def _embed(texts: list[str]) -> Any:
+    return bow_vectors(texts, DIM)
+
+
+def _unit(query: str) -> Any:
+    """The query's vector as the store computes it."""
+    return asyncio.run(embed_unit(CallableEmbedder(_embed, dim=DIM, name="bow"), [query]))[0]
+
+
+def _records(seed: int) -> list[MemoryRecord]:
+    rng = random.Random(seed)
+    start = datetime(2023, 7, 1, tzinfo=timezone.utc)
+    out = []
+    for i in range(400):
+        # Clustered timestamps over a few weeks: sessions minutes apart, ties, not in insertion order.
+        day = rng.randrange(20)
+        minute = rng.choice([rng.randrange(40), rng.randrange(600), 300])
+        out.append(
+            MemoryRecord(
+                scope=MemoryScope(
+                    user_id=rng.choice(["ann", "ann", "ann", "ben"]),
+                    session_id=rng.choice([None, None, "s1", "s2"]),
+                    agent_id=rng.choice([None, None, "bot"]),
+                ),
+                text=" ".join(rng.choices(WORDS, k=rng.randint(2, 6))),
+                created_at=start + timedelta(days=day, minutes=minute),
+                # Every 9th record expired long ago (its neighbours skip it).
+                expires_at=None if i % 9 else datetime(2024, 1, 1, tzinfo=timezone.utc),
+                metadata={"n": i % 4},
+            )
+        )
+    return out
+
+
+def _reference(
+    store: SQLiteStore, query: str, qvec: Any, scope: MemoryScope, k: int, filters: Any
+) -> list[tuple[int, float]]:
+    """The hybrid steps one after the other, as search ran them before they overlapped."""
+
+    def read(conn: Any) -> list[tuple[int, float]]:
+        now = us(utcnow())
+        limit = max(k, store.candidates)
+        pool = limit * ranking.PREVIOUS_POOL if store.previous_weight else limit
+        vector = _search.vector_job(store, conn, qvec, scope, pool, filters, now)()
+        keyword = keyword_ranking(conn, store.keyword_index, query, scope, limit, filters, now)
+        if store.min_similarity > 0:
+            words = {rid for rid, _ in keyword}
+            vector = [(rid, cos) for rid, cos in vector if rid in words or cos >= store.min_similarity]
+        if store.previous_weight:
+            vector = _search.with_previous(conn, qvec, vector, filters, now, store.previous_weight)[:limit]
+        scored = ranking.fuse(keyword, vector)
+        near = _search.neighbours(
+            conn, [rid for rid, _ in scored], filters, now, weight=store.context_weight, window=store.context_window
+        )
+        ranked = ranking.spread_to_neighbours(scored, near, weight=store.context_weight)
+        return _search.placed(conn, query, ranked, store)[:k]
+
+    return store.db.read(read)
+
+
+def _as_rids(store: SQLiteStore, hits: Sequence[Any]) -> list[tuple[int, float]]:
+    conn = store.db.conn()
+    rid = {str(i): int(r) for r, i in conn.execute("SELECT rid, id FROM records")}
+    return [(rid[str(h.record.id)], float(h.score)) for h in hits]
+
+
+def _cases() -> list[tuple[str, MemoryScope, Any]]:
+    scopes = [MemoryScope(user_id="ann"), MemoryScope(user_id="ann", session_id="s1"), MemoryScope(user_id="ben")]
+    filters = [None, {"n": 2}]
+    return [(q, s, f) for q in QUERIES for s in scopes for f in filters]
+
+
+@pytest.mark.parametrize(
+    ("options", "slow"),
+    [
+        ({}, False),
+        ({}, True),
+        ({"session_weight": 0.0, "date_weight": 0.0}, True),
+        ({"previous_weight": 0.3, "min_similarity": 0.2}, False),
+        ({"previous_weight": 0.3, "min_similarity": 0.2}, True),
+        ({"context_window": 3, "candidates": 20}, True),
+        ({"context_weight": 0.0}, False),
+    ],
+    ids=[
+        "default",
+        "default-slow",
+        "no-session-date-slow",
+        "previous-floor",
+        "previous-floor-slow",
+        "window3-slow",
+        "no-neighbours",
+    ],
+)
+def test_hybrid_equals_the_steps_one_after_the_other(
+    db_path: str, driver: str, options: dict[str, Any], slow: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waited: list[bool] = []
+    hybrid = _search._hybrid
+
+    def spy(*args: Any) -> Any:
+        pending = args[4]
+        waited.append(pending is not None and not pending.done())
+        return hybrid(*args)
+
+    monkeypatch.setattr(_search, "_hybrid", spy)
+
+    async def later(texts: list[str]) -> Any:
+        await asyncio.sleep(0.003)  # long enough for the worker to start on the keyword half
+        return _embed(texts)
+
+    embedder = CallableEmbedder(later if slow else _embed, dim=DIM, name="bow")
+    memory: GuardedMemory[SQLiteStore] = SQLiteMemory(db_path, embedder=embedder, driver=driver, **options)
+    try:
+        memory.add_sync(_records(len(options) + slow))
+        store = memory.store
+        for query, scope, filters in _cases():
+            hits = memory.search_sync(query, scope=scope, k=10, filters=filters)
+            assert hits.mode == "hybrid"
+            qvec = _unit(query)
+            assert _as_rids(store, hits) == _reference(store, query, qvec, scope, 10, filters), (query, scope, filters)
+        # A time range goes through the port as a Where; compare the port's own path with the reference.
+        since = datetime(2023, 7, 5, tzinfo=timezone.utc)
+        where = Where.of(None, since, None)
+        for query in QUERIES:
+            ann = MemoryScope(user_id="ann")
+            hits = asyncio.run(store.search(query, scope=ann, k=10, filters=None, since=since))
+            assert _as_rids(store, hits) == _reference(store, query, _unit(query), ann, 10, where)
+        # The slow embedder was still at work when the keyword half started; the instant one never.
+        assert any(waited) if slow else not any(waited)
+    finally:
+        memory.close()
+
+
+def test_failing_embedder_ranks_like_keyword_search(
+    db_path: str, driver: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The embedder fails while the keyword half runs: the hits are keyword search's, mode ``keyword``, logged."""
+
+    async def broken(texts: list[str]) -> Any:
+        await asyncio.sleep(0.002)
+        raise RuntimeError("model gone")
+
+    # Both named alike: one file remembers one embedder.
+    hybrid = SQLiteMemory(db_path, embedder=CallableEmbedder(broken, dim=DIM, name="bow"), driver=driver)
+    working = CallableEmbedder(_embed, dim=DIM, name="bow")
+    keyword = SQLiteMemory(db_path, driver=driver, search_mode="keyword", embedder=working)
+    try:
+        keyword.add_sync(_records(9))  # the broken one cannot add
+        for query, scope, filters in _cases():
+            got = hybrid.search_sync(query, scope=scope, k=10, filters=filters)
+            want = keyword.search_sync(query, scope=scope, k=10, filters=filters)
+            assert got.mode == "keyword"
+            assert [(h.record.id, h.score, h.signal) for h in got] == [(h.record.id, h.score, h.signal) for h in want]
+        assert "the embedder failed during search (EmbeddingError)" in caplog.text
+    finally:
+        hybrid.close()
+        keyword.close()
+
+
+def test_cancelled_search_never_leaves_a_worker_waiting(db_path: str, driver: str) -> None:
+    """A search cancelled while its question is embedded releases the worker that waits for the vector."""
+    release = asyncio.Event()
+
+    async def stuck(texts: list[str]) -> Any:
+        if texts == ["tea river"]:  # the question, not the records added
+            await release.wait()
+        return _embed(texts)
+
+    async def main() -> None:
+        memory = SQLiteMemory(
+            db_path, embedder=CallableEmbedder(stuck, dim=DIM, name="stuck"), driver=driver, workers=1
+        )
+        try:
+            await memory.add(_records(3)[:50])
+            ann = MemoryScope(user_id="ann")
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(memory.search("tea river", scope=ann, k=5), 0.2)
+            # The only worker is free again: a count (no embedding) answers at once.
+            start = time.perf_counter()
+            assert await asyncio.wait_for(memory.count(scope=ann), 10) > 0
+            assert time.perf_counter() - start < 10
+            release.set()
+            hits = await asyncio.wait_for(memory.search("tea river", scope=ann, k=5), 10)
+            assert hits.mode == "hybrid"
+        finally:
+            await memory.aclose()
+
+    asyncio.run(main())
