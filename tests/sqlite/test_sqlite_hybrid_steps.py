@@ -7,8 +7,9 @@ of its own. None of that may change a hit or a score: every search here is
 compared with a reference that runs the steps in their plain order (vectors,
 keywords, fusion, every candidate's neighbours, the session and date steps
 reading their own rows), on data with created_at ties, sessions, agents,
-expired records, filters and dates named in the query, with an embedder that
-answers at once, one that takes a while, and one that fails.
+expired records, filters, dates and speakers named in the query and a
+question asking when, with an embedder that answers at once, one that takes
+a while, and one that fails.
 """
 
 from __future__ import annotations
@@ -32,7 +33,21 @@ from memoryport.storekit import embed_unit
 
 from .support import bow_vectors
 
-WORDS = ["tea", "green", "coffee", "walk", "river", "book", "piano", "garden", "storm", "lamp", "july", "paint"]
+WORDS = [
+    "tea",
+    "green",
+    "coffee",
+    "walk",
+    "river",
+    "book",
+    "piano",
+    "garden",
+    "storm",
+    "lamp",
+    "july",
+    "paint",
+    "yesterday",
+]
 QUERIES = [
     "tea river",
     "green storm lamp",
@@ -41,6 +56,7 @@ QUERIES = [
     "what did I paint on 7 July 2023",
     "garden in July 2023",
     "zebra",  # no keyword match: vectors alone
+    "When did Ben paint the garden?",  # a speaker named, a question asking when
 ]
 DIM = 32
 
@@ -69,7 +85,7 @@ def _records(seed: int) -> list[MemoryRecord]:
                     session_id=rng.choice([None, None, "s1", "s2"]),
                     agent_id=rng.choice([None, None, "bot"]),
                 ),
-                text=" ".join(rng.choices(WORDS, k=rng.randint(2, 6))),
+                text=rng.choice(["", "Ann: ", "Ben: "]) + " ".join(rng.choices(WORDS, k=rng.randint(2, 6))),
                 created_at=start + timedelta(days=day, minutes=minute),
                 # Every 9th record expired long ago (its neighbours skip it).
                 expires_at=None if i % 9 else datetime(2024, 1, 1, tzinfo=timezone.utc),
