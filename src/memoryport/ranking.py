@@ -476,8 +476,7 @@ def date_boost(
             gap = max((start - at).total_seconds(), (at - end).total_seconds(), 0.0)
             score += weight * math.exp(-gap / seconds)
         out.append((key, score))
-    order = {key: i for i, (key, _) in enumerate(scores)}
-    return sorted(out, key=lambda kv: (-kv[1], order[kv[0]]))
+    return _best_first(out)
 
 
 PREVIOUS_WEIGHT = 0.3
@@ -534,8 +533,7 @@ def mix_previous(
             norm = math.sqrt(max(1.0 + weight * weight + 2.0 * weight * to_record, 1e-12))
             score = (score + weight * to_query) / norm
         out.append((key, score))
-    order = {key: i for i, (key, _) in enumerate(scores)}
-    return sorted(out, key=lambda kv: (-kv[1], order[kv[0]]))
+    return _best_first(out)
 
 
 SESSION_WEIGHT = 0.3
@@ -627,8 +625,7 @@ def session_boost(
         if number is not None and score > best.get(number, -math.inf):
             best[number] = score
     out = [(key, score + weight * best[session[key]] if key in session else score) for key, score in scores]
-    order = {key: i for i, (key, _) in enumerate(scores)}
-    return sorted(out, key=lambda kv: (-kv[1], order[kv[0]]))
+    return _best_first(out)
 
 
 SPEAKER_WEIGHT = 0.2
@@ -708,8 +705,7 @@ def speaker_boost(
             lifted = speaker is not None and any(w in words for w in query_terms(speaker, stopwords=frozenset()))
             named[head] = lifted
         out.append((key, score + weight if lifted else score))
-    order = {key: i for i, (key, _) in enumerate(scores)}
-    return sorted(out, key=lambda kv: (-kv[1], order[kv[0]]))
+    return _best_first(out)
 
 
 TIME_WEIGHT = 0.2
@@ -787,5 +783,12 @@ def time_boost(
     if not weight or not scores or not asks_when(query):
         return list(scores)
     out = [(key, score + weight if mentions_time(texts.get(key, "")) else score) for key, score in scores]
-    order = {key: i for i, (key, _) in enumerate(scores)}
-    return sorted(out, key=lambda kv: (-kv[1], order[kv[0]]))
+    return _best_first(out)
+
+
+def _best_first(scored: list[tuple[K, float]]) -> list[tuple[K, float]]:
+    """``scored`` best first; ties keep their order in ``scored`` (``sorted`` is stable).
+
+    Each lift builds its output in its input's order, so ties stay in the input's order.
+    """
+    return sorted(scored, key=lambda kv: -kv[1])

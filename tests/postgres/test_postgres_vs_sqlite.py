@@ -138,40 +138,42 @@ async def test_the_session_lift_ranks_alike(pg: Server, tmp_path: Path, mode: st
         await postgres.aclose()
 
 
+# Each lift alone: the same words in both turns (speaker: only the speaker the query names tells them
+# apart; time: only the time named does, for a question asking when).
+LIFTS = {
+    "speaker": (
+        {"speaker_weight": 0.3},
+        [
+            ("Gina: Jon, the fair was great", "gina"),
+            ("Jon: Gina, the fair was great", "jon"),
+            ("Nate: rain all day", "nate"),
+        ],
+        "What did Jon think of the fair?",
+        ["jon", "gina"],
+    ),
+    "time": (
+        {"time_weight": 0.3},
+        [("the fair was great fun", "fun"), ("the fair was great friday", "friday"), ("rain all day", "rain")],
+        "When was the fair?",
+        ["friday", "fun"],
+    ),
+}
+
+
 @pytest.mark.parametrize("mode", ["keyword", "hybrid"])
-async def test_the_speaker_lift_ranks_alike(pg: Server, tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize("lift", sorted(LIFTS))
+async def test_the_speaker_and_time_lifts_rank_alike(pg: Server, tmp_path: Path, mode: str, lift: str) -> None:
     ann = MemoryScope(user_id="ann")
-    # The same words in both turns: only the speaker the query names tells them apart.
-    turns = [("Gina: Jon, the fair was great", "gina"), ("Jon: Gina, the fair was great", "jon"),
-             ("Nate: rain all day", "nate")]  # fmt: skip
+    weight, turns, query, expected = LIFTS[lift]
     embedder = bow_embedder()
-    options = {"speaker_weight": 0.3, "session_weight": 0.0, "context_weight": 0.0, "search_mode": mode}
+    options = {**weight, "session_weight": 0.0, "context_weight": 0.0, "search_mode": mode}
     sqlite = SQLiteMemory(tmp_path / "s.db", embedder=embedder, **options)  # type: ignore[arg-type]
     postgres = PostgresMemory(pg.app_dsn, embedder=embedder, schema=fresh_schema(), **options)  # type: ignore[arg-type]
     try:
         for memory in (sqlite, postgres):
             await memory.add([MemoryRecord(scope=ann, text=t, metadata={"tag": tag}) for t, tag in turns])
-            hits = await memory.search("What did Jon think of the fair?", scope=ann, k=2)
-            assert [h.record.metadata["tag"] for h in hits] == ["jon", "gina"], (memory, hits)
-    finally:
-        await sqlite.aclose()
-        await postgres.aclose()
-
-
-@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
-async def test_the_time_lift_ranks_alike(pg: Server, tmp_path: Path, mode: str) -> None:
-    ann = MemoryScope(user_id="ann")
-    # As many words in both: only the time named tells them apart, for a question asking when.
-    turns = [("the fair was great fun", "fun"), ("the fair was great friday", "friday"), ("rain all day", "rain")]
-    embedder = bow_embedder()
-    options = {"time_weight": 0.3, "session_weight": 0.0, "context_weight": 0.0, "search_mode": mode}
-    sqlite = SQLiteMemory(tmp_path / "s.db", embedder=embedder, **options)  # type: ignore[arg-type]
-    postgres = PostgresMemory(pg.app_dsn, embedder=embedder, schema=fresh_schema(), **options)  # type: ignore[arg-type]
-    try:
-        for memory in (sqlite, postgres):
-            await memory.add([MemoryRecord(scope=ann, text=t, metadata={"tag": tag}) for t, tag in turns])
-            hits = await memory.search("When was the fair?", scope=ann, k=2)
-            assert [h.record.metadata["tag"] for h in hits] == ["friday", "fun"], (memory, hits)
+            hits = await memory.search(query, scope=ann, k=2)
+            assert [h.record.metadata["tag"] for h in hits] == expected, (memory, hits)
     finally:
         await sqlite.aclose()
         await postgres.aclose()
