@@ -345,7 +345,7 @@ async def profile(args: argparse.Namespace, folder: Path) -> str:
                 elif name.startswith("port add on a worker"):
                     r = next(with_ids)
                     v = await store.embedder.embed([r.text]) if with_vectors else None
-                    await store._run(functools.partial(store._add, [r], v), write=True)
+                    await store._run(functools.partial(store._add, [r], [r.id], v), write=True)
                 elif name.startswith("empty hop"):
                     await store._run(lambda: None)
                 else:

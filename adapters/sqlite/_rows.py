@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar, Union
 
@@ -40,6 +40,7 @@ __all__ = [
     "slot_span",
     "tenant_token",
     "us",
+    "us_all",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -59,6 +60,11 @@ COLUMNS = (
 def us(value: datetime) -> int:
     """Microseconds since the epoch: how times are stored."""
     return (value - _EPOCH) // _US
+
+
+def us_all(values: Iterable[datetime]) -> list[int]:
+    """:func:`us` of each value (a batch's times in one comprehension, no call per value)."""
+    return [(value - _EPOCH) // _US for value in values]
 
 
 def dt(value: int) -> datetime:

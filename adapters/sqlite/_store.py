@@ -23,9 +23,11 @@ Plain storage behind :class:`memoryport.GuardedMemory`; see ``docs/sqlite.md``.
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import json
 import logging
+import operator
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -50,7 +52,18 @@ from ._erasure import erase_rows, expired_rows
 from ._files import create_file
 from ._graph import SQLiteGraphStore, erase_graph
 from ._reembed import reembed_file
-from ._rows import COLUMNS, Cond, Conn, filter_sql, fts_rowid, record_from_row, scope_sql, tenant_token, us
+from ._rows import (
+    COLUMNS,
+    Cond,
+    Conn,
+    filter_sql,
+    fts_rowid,
+    record_from_row,
+    scope_sql,
+    tenant_token,
+    us,
+    us_all,
+)
 from ._schema import SCHEMA_VERSION, SECURE_DELETE_FTS5, bump, open_file, tenant_slots
 from ._search import recent, search_hits
 from ._update import update_records
@@ -139,50 +152,110 @@ def _head_sql(tenants: int) -> str:
 class _Batch:
     """A batch as the rows of each table, built in one pass over the records (see :func:`_rows_of`)."""
 
-    __slots__ = ("fts", "groups", "metas", "tenants")
+    __slots__ = ("fts", "fts_select", "fts_whole", "groups", "metas", "tenants")
 
     def __init__(self) -> None:
         #: ``records`` rows by :data:`Shape`: rid and the non-NULL values.
         self.groups: dict[Shape, list[tuple[Any, ...]]] = {}
-        #: ``records_fts`` rows (FTS5 rowid, text, tenant token); empty without FTS5.
+        #: ``records_fts`` rows (FTS5 rowid, text, tenant token) to bind, when not :attr:`fts_select`.
         self.fts: list[tuple[int, str, str]] = []
+        #: Or the FTS5 rows as ``INSERT ... SELECT`` from the batch's ``records`` rows (the texts are not
+        #: bound twice): per user, (its slot's high rowid bits, tenant token, user id). Empty without FTS5.
+        self.fts_select: list[tuple[int, str, str | None]] = []
+        #: :attr:`fts_select` holds the batch's only user: no need to pick its rows by ``user_id``.
+        self.fts_whole = False
         #: ``record_meta`` rows.
         self.metas: list[tuple[Any, ...]] = []
         #: Each record's tenant token.
         self.tenants: list[str] = []
 
 
-def _rows_of(records: Sequence[MemoryRecord], base: int, slots: Mapping[str, int] | None) -> _Batch:
-    """The rows of a batch whose first record gets rid ``base`` (the rest follow it); FTS5 rows when
-    ``slots`` (each tenant's slot) is given.
+#: The FTS5 rows of a batch's records ``rid BETWEEN ?3 AND ?4`` (rowid: the user's high bits ``?1`` + rid).
+_FTS_SELECT = (
+    "INSERT INTO records_fts(rowid, body, tenant) SELECT ?1 + rid, text, ?2 FROM records WHERE rid BETWEEN ?3 AND ?4"
+)
 
-    One pass; a batch's records usually share one scope object, whose fields,
-    tenant token and slot are then read once.
+#: The ``vectors`` rows of a batch from one BLOB ``?2`` of ``?3`` vectors of ``?4`` bytes each, rids from ``?1``.
+_VECTORS_SQL = (
+    "WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < ?3) "
+    "INSERT INTO vectors(rid, vec) SELECT ?1 + i, substr(?2, i * ?4 + 1, ?4) FROM k"
+)
+
+#: A batch of records of at most this many users writes its FTS5 rows by ``INSERT ... SELECT`` per user.
+FTS_SELECT_USERS = 4
+
+_SCOPE = operator.attrgetter("scope")
+_TEXT = operator.attrgetter("text")
+_METADATA = operator.attrgetter("metadata")
+_CREATED = operator.attrgetter("created_at")
+_EXPIRES = operator.attrgetter("expires_at")
+_UPDATED = operator.attrgetter("updated_at")
+_USER = operator.attrgetter("scope.user_id")
+
+
+def _rows_of(records: Sequence[MemoryRecord], ids: Sequence[str], base: int, slots: Mapping[str, int] | None) -> _Batch:
+    """The rows of a batch (record ``i`` stored as ``ids[i]``) whose first record gets rid ``base`` (the rest
+    follow it); FTS5 rows when ``slots`` (each tenant's slot) is given.
+
+    The usual batch (one scope, no metadata, expiry nor update time) is built
+    column by column, in C (``map``, ``zip``): a few list passes instead of a
+    Python loop per record. Any other batch goes through :func:`_rows_loop`.
     """
+    n = len(records)
     if slots is not None:
-        fts_rowid(0, base + len(records) - 1)  # the last rid fits the FTS5 rowid's bits (else ValueError)
+        fts_rowid(0, base + n - 1)  # the last rid fits the FTS5 rowid's bits (else ValueError)
+    first = records[0].scope
+    if (
+        list(map(_SCOPE, records)).count(first) != n
+        or any(map(_METADATA, records))
+        or list(map(_EXPIRES, records)).count(None) != n
+        or list(map(_UPDATED, records)).count(None) != n
+    ):
+        return _rows_loop(records, ids, base, slots)
+    batch = _Batch()
+    triple = (first.user_id, first.session_id, first.agent_id)
+    shape = (*(v is None for v in triple), True, True, True)
+    texts = list(map(_TEXT, records))
+    created = us_all(map(_CREATED, records))
+    columns = [range(base, base + n), ids, *([v] * n for v in triple if v is not None), texts, created]
+    batch.groups[shape] = list(zip(*columns, strict=True))
+    tenant = tenant_token(first.user_id)
+    if slots is not None:
+        batch.fts_select.append((fts_rowid(slots[tenant], 0), tenant, first.user_id))
+        batch.fts_whole = True
+    batch.tenants = [tenant] * n
+    return batch
+
+
+def _rows_loop(
+    records: Sequence[MemoryRecord], ids: Sequence[str], base: int, slots: Mapping[str, int] | None
+) -> _Batch:
+    """:func:`_rows_of` for any batch: one pass; records sharing one scope object read its fields, tenant
+    token and slot once."""
     batch = _Batch()
     groups, fts, metas, tenants = batch.groups, batch.fts, batch.metas, batch.tenants
+    users: dict[str | None, tuple[int, str]] = {}
     last_scope: MemoryScope | None = None
-    ids: tuple[Any, ...] = ()
+    scope_ids: tuple[Any, ...] = ()
     scope_shape: Shape = ()
     tenant = ""
     high = 0
-    for rid, r in enumerate(records, base):
+    for rid, r, record_id in zip(range(base, base + len(records)), records, ids, strict=True):
         scope = r.scope
         if scope is not last_scope:
             last_scope = scope
             triple = (scope.user_id, scope.session_id, scope.agent_id)
-            ids = tuple(v for v in triple if v is not None)
+            scope_ids = tuple(v for v in triple if v is not None)
             scope_shape = tuple(v is None for v in triple)
             tenant = tenant_token(scope.user_id)
             high = 0 if slots is None else fts_rowid(slots[tenant], 0)
+            users[scope.user_id] = (high, tenant)
         text, metadata, expires, updated = r.text, r.metadata, r.expires_at, r.updated_at
         if not metadata and expires is None and updated is None:  # the usual record
             shape = (*scope_shape, True, True, True)
-            row: tuple[Any, ...] = (rid, r.id, *ids, text, us(r.created_at))
+            row: tuple[Any, ...] = (rid, record_id, *scope_ids, text, us(r.created_at))
         else:
-            values: list[Any] = [rid, r.id, *ids, text]
+            values: list[Any] = [rid, record_id, *scope_ids, text]
             if metadata:
                 values.append(json.dumps(metadata, ensure_ascii=False))
                 metas.extend((rid, *meta_row(k, v)) for k, v in metadata.items())
@@ -200,7 +273,16 @@ def _rows_of(records: Sequence[MemoryRecord], base: int, slots: Mapping[str, int
         if slots is not None:
             fts.append((high | rid, text, tenant))
         tenants.append(tenant)
+    if slots is not None and len(users) <= FTS_SELECT_USERS:
+        batch.fts_select = [(high, tenant, user) for user, (high, tenant) in users.items()]
+        batch.fts_whole = len(users) == 1
+        batch.fts = []
     return batch
+
+
+def _as_list(ids: Sequence[str]) -> list[str]:
+    """``ids`` as a list: the guard's own list as it is (it knows then that it need not check them again)."""
+    return ids if isinstance(ids, list) else list(ids)
 
 
 class SQLiteStore:
@@ -369,7 +451,14 @@ class SQLiteStore:
     # -- the port: writes ------------------------------------------------------
 
     async def add(self, records: Sequence[MemoryRecord]) -> list[str]:
+        return await self.add_with_ids(records, ids_of(records))
+
+    async def add_with_ids(self, records: Sequence[MemoryRecord], ids: Sequence[str]) -> list[str]:
+        """:meth:`add` with the batch's ids beside its records (``ids[i]`` for ``records[i]``, whose own id
+        may be unset): what the guard calls, so that it need not copy each record to set its id."""
         self.db.refuse_if_read_only("add")
+        if len(ids) != len(records):
+            raise UsageError(f"add_with_ids got {len(ids)} ids for {len(records)} records")
         if not records:
             return []
         vectors: F32 | None = None
@@ -381,7 +470,7 @@ class SQLiteStore:
             # A small add that can finish without waiting commits right here (~0.1 ms of
             # SQL): a hop to the writer thread costs as much when idle, and milliseconds
             # when the machine is busy and the thread waits to be scheduled.
-            done = self.db.write_here(self._add_write(records, vectors, here=True))
+            done = self.db.write_here(self._add_write(records, ids, vectors, here=True))
             if done is not None:
                 (gen, old, erased, base), follow_up = done
                 self.vectors.extend(records, vectors, base, gen, old, erased)
@@ -390,27 +479,27 @@ class SQLiteStore:
                         self._writer.submit(self.db.after_write_here)
                     except RuntimeError:  # closing meanwhile: closing the file checkpoints it
                         pass
-                return ids_of(records)
+                return _as_list(ids)
         # Without an embedder, the write refuses a file that keeps vectors (in its transaction: no extra hop).
-        return await self._run(lambda: self._add(records, vectors), write=True)
+        return await self._run(lambda: self._add(records, ids, vectors), write=True)
 
     def _needs_embedder(self) -> str | None:
         row = self.db.conn().execute("SELECT value FROM meta WHERE key = 'embedder_name'").fetchone()
         return None if row is None else str(row[0])
 
-    def _add(self, records: Sequence[MemoryRecord], vectors: F32 | None) -> list[str]:
-        gen, old, erased, base = self.db.write_staged(self._add_write(records, vectors, here=False))
+    def _add(self, records: Sequence[MemoryRecord], ids: Sequence[str], vectors: F32 | None) -> list[str]:
+        gen, old, erased, base = self.db.write_staged(self._add_write(records, ids, vectors, here=False))
         self.vectors.extend(records, vectors, base, gen, old, erased)
-        return ids_of(records)
+        return _as_list(ids)
 
     def _add_write(
-        self, records: Sequence[MemoryRecord], vectors: F32 | None, *, here: bool
+        self, records: Sequence[MemoryRecord], ids: Sequence[str], vectors: F32 | None, *, here: bool
     ) -> Callable[[Conn], tuple[tuple[int, dict[str, int], bool, int], int]]:
         """The transaction of an add; ``here``: on the caller's thread, so raise NotHere for slow work."""
         now = us(utcnow())
         cutoff = None if self.retention is None else us(utcnow() - self.retention)
 
-        users = {r.scope.user_id for r in records}
+        users = set(map(_USER, records))
         tenants = sorted({tenant_token(user) for user in users})
         # A batch of many users reads their rows the old way (one statement each), not in one SQL text per size.
         head_tenants = tenants if len(tenants) <= HEAD_TENANTS else []
@@ -443,40 +532,44 @@ class SQLiteStore:
                 slots = {t: int(known[t][1]) for t in tenants if t in known and known[t][1] is not None}
                 if len(slots) < len(tenants):
                     slots.update(tenant_slots(conn, [t for t in tenants if t not in slots]))
-            batch = _rows_of(records, base, slots)
+            batch = _rows_of(records, ids, base, slots)
             try:
                 for shape, rows in batch.groups.items():
                     conn.executemany(_insert_sql(shape), rows)
             except self.driver.IntegrityError:
-                self._raise_duplicate(conn, records, base)
+                self._raise_duplicate(conn, ids, base)
                 raise
             if batch.fts:
                 conn.executemany("INSERT INTO records_fts(rowid, body, tenant) VALUES (?, ?, ?)", batch.fts)
+            last = base + len(records) - 1
+            for high, tenant, user in batch.fts_select:
+                # The texts just written, read back in SQLite rather than bound a second time.
+                if batch.fts_whole:
+                    conn.execute(_FTS_SELECT, (high, tenant, base, last))
+                else:
+                    conn.execute(_FTS_SELECT + " AND +user_id IS ?", (high, tenant, base, last, user))
             if batch.metas:
                 conn.executemany("INSERT INTO record_meta VALUES (?, ?, ?, ?)", batch.metas)
             row_tenants = batch.tenants
             if vectors is not None:
+                # One statement for the batch: its rows cut from one BLOB in SQLite (a tuple and a bytes
+                # object per row cost ~3 us per vector more; docs/benchmarks-sqlite.md).
                 blob = vectors.tobytes()
-                size = len(blob) // len(records)
-                conn.executemany(
-                    "INSERT INTO vectors(rid, vec) VALUES (?, ?)",
-                    [(base + i, blob[at : at + size]) for i, at in enumerate(range(0, len(blob), size))],
-                )
+                conn.execute(_VECTORS_SQL, (base, blob, len(records), len(blob) // len(records)))
                 index_add(conn, self.ann, row_tenants, range(base, base + len(records)), vectors)
-            deltas = dict(touched)
-            for tenant in row_tenants:
-                deltas[tenant] = deltas.get(tenant, 0) + 1
+            deltas = collections.Counter(row_tenants)
+            for tenant, count in touched.items():
+                deltas[tenant] += count
             gen, before = bump(conn, deltas, old)
             stage = 1 if expired else int(erase_pending or 0)
             return (gen, before, bool(expired), base), stage
 
         return write
 
-    def _raise_duplicate(self, conn: Conn, records: Sequence[MemoryRecord], base: int) -> None:
-        """Raise the typed error naming the first record whose id is stored already (or repeats one earlier
-        in the batch); ``base``: the batch's first rid (its own rows written before the failure are not
-        "stored already")."""
-        ids = ids_of(records)
+    def _raise_duplicate(self, conn: Conn, ids: Sequence[str], base: int) -> None:
+        """Raise the typed error naming the first record whose id (``ids``, in order) is stored already (or
+        repeats one earlier in the batch); ``base``: the batch's first rid (its own rows written before the
+        failure are not "stored already")."""
         stored: set[str] = set()
         for chunk in chunks(ids):
             stored.update(

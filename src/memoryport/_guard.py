@@ -19,7 +19,7 @@ from typing_extensions import TypeVar as DefaultTypeVar
 from ._errors import BackendError, InvalidInput, MemoryportError, UnsupportedCapability, UsageError
 from ._events import EventSink, MemoryEvent, current_sink, deliver, get_telemetry
 from ._filters import OPERATORS, Filters, check_filters, matches, operators_in, split_filters
-from ._port import Capability, MemoryPort, SearchResults, SupportsClose
+from ._port import Capability, MemoryPort, SearchResults, SupportsClose, adds_with_ids
 from ._records import (
     DEFAULT_LIMITS,
     Limits,
@@ -46,6 +46,15 @@ logger = logging.getLogger("memoryport")
 
 # The current guard call's count of dropped records: [outside the scope, failing filters/range].
 _call_drops: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("memoryport_call_drops", default=None)
+
+
+def _first_repeat(ids: Sequence[str]) -> None:
+    """Raise the guard's error for the first id of ``ids`` that repeats an earlier one, if any."""
+    seen: set[str] = set()
+    for i, record_id in enumerate(ids):
+        if record_id in seen:
+            raise InvalidInput(f"records[{i}].id repeats an id earlier in the batch", field=f"records[{i}].id")
+        seen.add(record_id)
 
 
 def _note_drop(kind: int) -> None:
@@ -467,72 +476,101 @@ class GuardedMemory(Generic[S]):
         )
         if not records:
             return []
+        batch = list(records)
         now = utcnow()
-        prepared: list[MemoryRecord] = []
-        seen: set[str] = set()
+        limits = self.limits
+        # Our own Limits: a record its check_record could refuse has an id, metadata, a long text or a
+        # created_at past the tolerance; any other record is not looked at twice (hidden subclasses: always).
+        plain = type(limits) is Limits
+        latest = now + limits.clock_skew
+        max_text = limits.max_text_chars
+        ids: list[str] = []
+        given: set[str] = set()  # ids the caller set: a repeat among them is refused
         checked_scopes: set[int] = set()  # batches usually share one scope object: check it once
+        last_scope: object = None
+        one_scope = True
         fresh: list[str] | None = None
-        for i, record in enumerate(records):
-            field = f"records[{i}]"
-            if not isinstance(record, MemoryRecord):
-                raise UsageError(f"{field} is a {type(record).__name__}, not a MemoryRecord")
-            if id(record.scope) not in checked_scopes:
-                self._check_scope(record.scope, f"{field}.scope")
-                checked_scopes.add(id(record.scope))
-            self.limits.check_record(record, field, now, scope=False)
-            if record.metadata:
-                self._require(Capability.METADATA, f"{field}.metadata")
-            if record.expires_at is not None:
-                self._require(Capability.EXPIRY, f"{field}.expires_at")
+        for i, record in enumerate(batch):
+            if type(record) is not MemoryRecord and not isinstance(record, MemoryRecord):
+                raise UsageError(f"records[{i}] is a {type(record).__name__}, not a MemoryRecord")
+            scope = record.scope
+            if scope is not last_scope:
+                if id(scope) not in checked_scopes:
+                    self._check_scope(scope, f"records[{i}].scope")
+                    checked_scopes.add(id(scope))
+                if last_scope is not None:
+                    one_scope = False
+                last_scope = scope
             record_id = record.id
+            metadata = record.metadata
+            if (
+                not plain
+                or record_id is not None
+                or metadata
+                or len(record.text) > max_text
+                or record.created_at > latest
+            ):
+                limits.check_record(record, f"records[{i}]", now, scope=False)
+            if metadata:
+                self._require(Capability.METADATA, f"records[{i}].metadata")
+            if record.expires_at is not None:
+                self._require(Capability.EXPIRY, f"records[{i}].expires_at")
             if record_id is None:
-                if len(records) == 1:
-                    record_id = new_id()
-                else:  # one read of the OS's random source for the batch
-                    if fresh is None:
-                        fresh = new_ids(len(records))
-                    record_id = fresh[i]
-                record = with_id(record, record_id)
-            if record_id in seen:
-                raise InvalidInput(f"{field}.id repeats an id earlier in the batch", field=f"{field}.id")
-            seen.add(record_id)
-            prepared.append(record)
+                if fresh is None:  # one read of the OS's random source for the batch
+                    fresh = [new_id()] if len(batch) == 1 else new_ids(len(batch))
+                record_id = fresh[i]
+            else:
+                if record_id in given:
+                    raise InvalidInput(f"records[{i}].id repeats an id earlier in the batch", field=f"records[{i}].id")
+                given.add(record_id)
+            ids.append(record_id)
+        if given and fresh is not None and not given.isdisjoint(fresh):  # a fresh id equal to a given one
+            _first_repeat(ids)
+        fast = adds_with_ids(self._store)
 
         async def call() -> list[str]:
-            ids = await self._store.add(prepared)
-            if ids is None:
-                return [r.id for r in prepared if r.id is not None]
+            if fast is not None:
+                # The records as given, their ids beside them: no copy of each record to set its id.
+                returned = await fast(batch, ids)
+                if returned is ids:  # ours, checked already
+                    return ids
+                prepared = batch
+            else:
+                prepared = [r if r.id is not None else with_id(r, i) for r, i in zip(batch, ids, strict=True)]
+                returned = await self._store.add(prepared)
+            if returned is None:
+                return ids
             # ints are accepted (some SDKs number their rows); anything else is a backend bug
-            ids = [i if isinstance(i, str) else str(i) if type(i) is int else "" for i in ids]
-            if not all(ids):
+            out = [i if isinstance(i, str) else str(i) if type(i) is int else "" for i in returned]
+            if not all(out):
                 raise BackendError(
                     f"backend {self._backend!r} returned an empty or non-string id from add",
                     backend=self._backend,
                     operation="add",
                 )
-            if len(set(ids)) != len(ids):
+            if len(set(out)) != len(out):
                 raise BackendError(
                     f"backend {self._backend!r} returned a repeated id from add",
                     backend=self._backend,
                     operation="add",
                 )
-            if len(ids) != len(prepared):
+            if len(out) != len(prepared):
                 raise BackendError(
-                    f"backend {self._backend!r} returned {len(ids)} ids for {len(prepared)} records",
+                    f"backend {self._backend!r} returned {len(out)} ids for {len(prepared)} records",
                     backend=self._backend,
                     operation="add",
                 )
-            return ids
+            return out
 
-        scope = prepared[0].scope
+        scope = batch[0].scope
         return await self._run(
             "add",
             "memory.added",
             call,
             len,
             ctx,
-            scope=scope if all(r.scope is scope or r.scope == scope for r in prepared) else None,
-            arguments=lambda: {"texts": [r.text for r in prepared]},
+            scope=scope if one_scope or all(r.scope == scope for r in batch) else None,
+            arguments=lambda: {"texts": [r.text for r in batch]},
         )
 
     async def search(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from enum import Enum
 from typing import Any, Protocol, runtime_checkable
@@ -348,3 +348,49 @@ class SupportsSettle(Protocol):
     async def settle(self) -> None:
         """Return once every write made so far is visible to search, get and export."""
         ...
+
+
+@runtime_checkable
+class AddsWithIds(Protocol):
+    """A store that takes a batch's ids beside its records (not public: the guard's fast path to a store).
+
+    The guard gives every record without an id a fresh one. Through ``add`` it
+    must copy each such record to set it (a pydantic copy per record, the
+    largest part of the guard's cost in a bulk add); a store offering
+    ``add_with_ids`` gets the caller's records as they are and their ids, in
+    order (``ids[i]`` is ``records[i].id`` when that is set). It stores exactly
+    what ``add`` would and returns the ids the same way.
+
+    The guard uses it only when the store's class defines ``add_with_ids``
+    where it defines ``add`` (a subclass overriding ``add`` alone, or an
+    instance whose ``add`` was replaced, goes through ``add`` as before).
+
+    Example:
+        >>> from memoryport._port import AddsWithIds
+        >>> class Fast:
+        ...     async def add_with_ids(self, records, ids): return list(ids)
+        >>> isinstance(Fast(), AddsWithIds)
+        True
+    """
+
+    async def add_with_ids(self, records: Sequence[MemoryRecord], ids: Sequence[str]) -> list[str]:
+        """Store ``records`` under ``ids`` (all or nothing); return the ids stored, in order."""
+        ...
+
+
+def adds_with_ids(store: object) -> Callable[[Sequence[MemoryRecord], Sequence[str]], Awaitable[list[str]]] | None:
+    """``store.add_with_ids`` when the guard may call it instead of ``store.add``, else None (see :class:`AddsWithIds`).
+
+    Example:
+        >>> adds_with_ids(object()) is None
+        True
+    """
+    if not isinstance(store, AddsWithIds):
+        return None
+    own = getattr(store, "__dict__", {})
+    if "add" in own or "add_with_ids" in own:
+        return None
+    owners = [next((c for c in type(store).__mro__ if name in vars(c)), None) for name in ("add", "add_with_ids")]
+    if owners[0] is not owners[1]:
+        return None
+    return store.add_with_ids
