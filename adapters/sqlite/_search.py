@@ -110,7 +110,7 @@ def search_hits(
         ranked = ranking.spread_to_neighbours(
             scored, near, weight=store.context_weight, only_scored=signal == "keyword"
         )
-        ranked = placed(conn, query, ranked, store, times)[:k]
+        ranked = placed(conn, query, ranked, store, times, k)[:k]
     rows = rows_by_rid(conn, [rid for rid, _ in ranked])
     # Built, not validated (see _rows.built); a non-finite score (a bug) still goes through validation.
     return [
@@ -242,7 +242,12 @@ def with_previous(
 
 
 def placed(
-    conn: Conn, query: str, ranked: list[tuple[int, float]], store: SQLiteStore, times: Times | None = None
+    conn: Conn,
+    query: str,
+    ranked: list[tuple[int, float]],
+    store: SQLiteStore,
+    times: Times | None = None,
+    k: int | None = None,
 ) -> list[tuple[int, float]]:
     """``ranked`` with sessions holding a strong match lifted (:func:`ranking.session_boost`), then the
     records written on the date the query names (:func:`ranking.date_boost`), then the turns of a speaker
@@ -250,6 +255,11 @@ def placed(
     mention a time (:func:`ranking.time_boost`).
 
     ``times``: what the neighbour lookup already read (see :data:`Times`); only the rest is read here.
+    ``k``: only the ``k`` best are wanted. The steps after the session step add at most their weight
+    to a candidate, whatever the others get, so they run only on the head of the ranking that can still
+    reach the ``k`` best (:func:`ranking.within_reach`); the ``k`` best come out the same as with every
+    candidate (``tests/sqlite/test_sqlite_hybrid_steps.py`` compares). A step without such a bound
+    (the session step: a candidate's lift depends on the others in its session) runs on all of them.
     """
     span = ranking.query_dates(query) if store.date_weight else None
     if (span is None and not store.session_weight and not store.speaker_weight and not store.time_weight) or not ranked:
@@ -266,28 +276,42 @@ def placed(
             chunk,
         ).fetchall()
         known.update((rid, (at, session, agent, text)) for rid, at, session, agent, text in found)
-    when: dict[int, tuple[Hashable, float]] = {}
-    created: dict[int, int] = {}
-    texts: dict[int, str] = {}
-    for rid, _ in ranked:
-        found_at = known.get(rid)
-        if found_at is not None:
-            at, session, agent, text = found_at
-            created[rid] = at
-            when[rid] = ((session, agent), at / 1e6)
-            if timed:
-                texts[rid] = text
-            elif store.speaker_weight:
-                texts[rid] = text[: ranking.SPEAKER_PREFIX]  # what SQL's substr(text, 1, n) gave: n characters
     if store.session_weight:
+        when: dict[int, tuple[Hashable, float]] = {}
+        for rid, _ in ranked:
+            found_at = known.get(rid)
+            if found_at is not None:
+                when[rid] = ((found_at[1], found_at[2]), found_at[0] / 1e6)
         ranked = ranking.session_boost(ranked, when, weight=store.session_weight, gap=store.session_gap)
+    # The steps that add at most a known amount to a candidate (its weight), one after the other.
+    steps: list[tuple[float, Callable[[list[tuple[int, float]]], list[tuple[int, float]]]]] = []
     if span is not None:
-        days = {rid: dt(at) for rid, at in created.items()}
-        ranked = ranking.date_boost(ranked, days, span, weight=store.date_weight)
+        days_of = span
+
+        def dates(scored: list[tuple[int, float]]) -> list[tuple[int, float]]:
+            days = {rid: dt(known[rid][0]) for rid, _ in scored if rid in known}
+            return ranking.date_boost(scored, days, days_of, weight=store.date_weight)
+
+        steps.append((store.date_weight, dates))
     if store.speaker_weight:
-        ranked = ranking.speaker_boost(ranked, texts, query, weight=store.speaker_weight)
+
+        def speakers(scored: list[tuple[int, float]]) -> list[tuple[int, float]]:
+            # what SQL's substr(text, 1, n) gave: n characters
+            texts = {rid: known[rid][3][: ranking.SPEAKER_PREFIX] for rid, _ in scored if rid in known}
+            return ranking.speaker_boost(scored, texts, query, weight=store.speaker_weight)
+
+        steps.append((store.speaker_weight, speakers))
     if timed:
-        ranked = ranking.time_boost(ranked, texts, query, weight=store.time_weight)
+
+        def when_asked(scored: list[tuple[int, float]]) -> list[tuple[int, float]]:
+            texts = {rid: known[rid][3] for rid, _ in scored if rid in known}
+            return ranking.time_boost(scored, texts, query, weight=store.time_weight)
+
+        steps.append((store.time_weight, when_asked))
+    if k is not None and steps:
+        ranked = ranking.within_reach(ranked, k, math.fsum(bound for bound, _ in steps))
+    for _, step in steps:
+        ranked = step(ranked)
     return ranked
 
 

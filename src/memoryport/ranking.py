@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import math
+import operator
 import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
@@ -71,9 +72,12 @@ __all__ = [
     "session_boost",
     "sessions_of",
     "spread_to_neighbours",
+    "within_reach",
 ]
 
 K = TypeVar("K", bound=Hashable)
+
+_SCORE = operator.itemgetter(1)  # the score of a (key, score) pair
 logger = logging.getLogger("memoryport")
 
 RRF_K = 60
@@ -244,7 +248,8 @@ def fuse(
     for key, _ in [*keyword, *vector]:
         order.setdefault(key, len(order))
     scores = {key: keyword_weight * kw.get(key, 0.0) + (1.0 - keyword_weight) * vec.get(key, 0.0) for key in order}
-    return sorted(scores.items(), key=lambda kv: (-kv[1], order[kv[0]]))
+    # ``scores`` holds its keys in ``order``'s order: a stable sort by score breaks ties by first appearance.
+    return sorted(scores.items(), key=_SCORE, reverse=True)
 
 
 def spread_to_neighbours(
@@ -292,7 +297,43 @@ def spread_to_neighbours(
                     continue
                 order.setdefault(other, len(order))
                 out[other] = out.get(other, 0.0) + weight * 0.5 ** (distance - 1) * score
+    if len(order) == len(scores):
+        # ``out`` holds its keys in ``order``'s order (a new key enters both at once), so a stable sort
+        # by score alone breaks ties by first appearance, without a key tuple per candidate.
+        return sorted(out.items(), key=_SCORE, reverse=True)
     return sorted(out.items(), key=lambda kv: (-kv[1], order[kv[0]]))
+
+
+def within_reach(scored: Sequence[tuple[K, float]], k: int, lift: float) -> list[tuple[K, float]]:
+    """The head of ``scored`` (best first) that can still be among the ``k`` best once each gets at most ``lift`` more.
+
+    Re-ranking steps that add to each candidate at most a known amount,
+    independently of the other candidates (:func:`date_boost`,
+    :func:`speaker_boost`, :func:`time_boost`), cannot lift a candidate whose
+    score plus ``lift`` stays below the ``k``-th score: the ``k`` best
+    already have at least that much, and lifts never lower a score. Running
+    such steps on this head only and keeping their ``k`` best gives the same
+    candidates, scores and order as running them on all of ``scored``
+    (a candidate left out ends strictly below the ``k``-th). Scores that are
+    not finite, or fewer than ``k`` candidates, return ``scored`` whole.
+
+    Example:
+        >>> within_reach([("a", 0.9), ("b", 0.8), ("c", 0.5), ("d", 0.1)], 2, 0.3)
+        [('a', 0.9), ('b', 0.8), ('c', 0.5)]
+    """
+    if lift < 0:
+        raise ValueError("lift must not be negative")
+    if k < 1 or len(scored) <= k:
+        return list(scored)
+    scores = [score for _, score in scored]
+    if not math.isfinite(math.fsum(scores)) or not math.isfinite(lift):
+        return list(scored)
+    # A margin far above float rounding of a few additions, far below any real difference of scores.
+    floor = scores[k - 1] - lift - 1e-9 * (1.0 + abs(scores[k - 1]) + lift)
+    end = k
+    while end < len(scores) and scores[end] >= floor:
+        end += 1
+    return list(scored[:end])
 
 
 def rerank_pool(k: int, reranker: RerankerPort | None, candidates: int) -> int:
@@ -791,4 +832,4 @@ def _best_first(scored: list[tuple[K, float]]) -> list[tuple[K, float]]:
 
     Each lift builds its output in its input's order, so ties stay in the input's order.
     """
-    return sorted(scored, key=lambda kv: -kv[1])
+    return sorted(scored, key=_SCORE, reverse=True)  # reverse=True keeps equal scores in their order

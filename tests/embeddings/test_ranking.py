@@ -15,6 +15,7 @@ from memoryport.ranking import (
     normalise,
     query_terms,
     spread_to_neighbours,
+    within_reach,
 )
 
 ANN = MemoryScope(user_id="ann")
@@ -87,6 +88,45 @@ def add_conversation(memory: GuardedMemory[SQLiteStore], scope: MemoryScope = AN
 
 def texts(hits: list[object]) -> list[str]:
     return [h.record.text for h in hits]  # type: ignore[attr-defined]
+
+
+def test_within_reach_keeps_every_candidate_that_bounded_lifts_can_bring_into_the_k_best() -> None:
+    """Random rankings with ties, random lifts up to the bound: the k best are the same on the head alone."""
+    import random
+
+    rng = random.Random(5)
+    for trial in range(3000):
+        n = rng.randint(0, 40)
+        # few distinct scores: ties everywhere, also at the k-th place
+        levels = [0.0, 0.1, 0.25, 0.5, 0.7, 1.0, 1.3]
+        scored = sorted(((i, rng.choice(levels)) for i in range(n)), key=lambda kv: -kv[1])
+        k = rng.randint(1, 12)
+        bound = rng.choice([0.0, 0.1, 0.2, 0.45, 0.5, 2.0])
+        # a lift per key, up to the bound (often exactly it), applied in steps as the store does
+        parts = [{i: rng.choice([0.0, bound / 2, bound]) / 2 for i in range(n)} for _ in range(2)]
+
+        def steps(ranking: list[tuple[int, float]], parts: list[dict[int, float]] = parts) -> list[tuple[int, float]]:
+            for part in parts:
+                ranking = sorted(((key, score + part[key]) for key, score in ranking), key=lambda kv: -kv[1])
+            return ranking
+
+        head = within_reach(scored, k, bound)
+        assert head == scored[: len(head)] and len(head) >= min(k, n)
+        assert steps(head)[:k] == steps(scored)[:k], trial
+
+
+def test_within_reach_edges() -> None:
+    scored = [("a", 0.9), ("b", 0.8), ("c", 0.5), ("d", 0.1)]
+    assert within_reach(scored, 2, 0.3) == scored[:3]
+    assert within_reach(scored, 2, 0.0) == scored[:2]
+    assert within_reach(scored, 4, 0.0) == scored and within_reach(scored, 9, 0.0) == scored
+    assert within_reach([], 3, 1.0) == []
+    # not finite: no cut
+    assert len(within_reach([("a", float("nan")), ("b", 0.5), ("c", 0.1)], 1, 0.1)) == 3
+    assert len(within_reach([("a", float("inf")), ("b", 0.5), ("c", 0.1)], 1, 0.1)) == 3
+    assert len(within_reach(scored, 1, float("inf"))) == 4
+    with pytest.raises(ValueError):
+        within_reach(scored, 2, -0.1)
 
 
 def test_keyword_search_returns_only_matching_records(tmp_path: object) -> None:

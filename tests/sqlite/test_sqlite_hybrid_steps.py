@@ -249,3 +249,42 @@ def test_cancelled_search_never_leaves_a_worker_waiting(db_path: str, driver: st
             await memory.aclose()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"speaker_weight": 0.9, "time_weight": 0.6, "date_weight": 1.0}, {"session_weight": 0.0}],
+    ids=["default", "heavy-lifts", "no-sessions"],
+)
+def test_later_steps_on_the_head_only_give_the_same_k_best(
+    db_path: str, driver: str, options: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The date, speaker and time steps run only on the candidates that can still reach the k best.
+
+    Asked for 1, 3, 10 and 60 hits, every search equals the reference (every step on every
+    candidate, then the k best), and the head left to those steps is shorter than the whole
+    ranking in some searches: the comparison is not vacuous.
+    """
+    cuts: list[tuple[int, int]] = []
+    within = ranking.within_reach
+
+    def spy(scored: Any, k: int, lift: float) -> Any:
+        head = within(scored, k, lift)
+        cuts.append((len(scored), len(head)))
+        return head
+
+    monkeypatch.setattr(ranking, "within_reach", spy)
+    embedder = CallableEmbedder(_embed, dim=DIM, name="bow")
+    memory: GuardedMemory[SQLiteStore] = SQLiteMemory(db_path, embedder=embedder, driver=driver, **options)
+    try:
+        memory.add_sync(_records(21))
+        store = memory.store
+        for k in (1, 3, 10, 60):
+            for query, scope, filters in _cases():
+                hits = memory.search_sync(query, scope=scope, k=k, filters=filters)
+                want = _reference(store, query, _unit(query), scope, k, filters)
+                assert _as_rids(store, hits) == want, (k, query, scope, filters)
+        assert cuts and any(head < whole for whole, head in cuts)
+        assert all(head >= 1 for _, head in cuts)
+    finally:
+        memory.close()
