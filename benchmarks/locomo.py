@@ -38,7 +38,7 @@ dates, sessions, speakers named in the question, questions asking when, the prev
 to show what each gained.
 ``--baseline`` adds a hybrid row without the session step, asked question
 by question beside the default (latency ratios from one run);
-``--previous-weight W`` sets the opt-in previous-turn mixing on every store.
+``--previous-weight W`` sets the previous-turn mixing (replies only by default) of every mode's store.
 
 DATA defaults to ../shared/data/locomo/locomo-dev.json (beside the repository).
 The data is CC BY-NC: benchmarks only, never shipped in the package.
@@ -206,7 +206,7 @@ class CachedEmbedder:
 
 
 ABLATION = ["naive", "+stopwords", "+score fusion", "+neighbours", "+dates", "+sessions", "+speakers",
-            "+when questions", "+previous turn (opt-in)"]
+            "+when questions", "+previous turn (replies)"]
 
 
 class CuratedSearch:
@@ -286,6 +286,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.cache and embedder is not None:
         embedder = CachedEmbedder(embedder, args.cache)
     modes = args.modes
+    # The store's default previous_weight unless --previous-weight says otherwise.
+    previous: dict[str, Any] = {} if args.previous_weight is None else {"previous_weight": args.previous_weight}
     folder = Path(tempfile.mkdtemp(prefix="memoryport-locomo-"))
     db = folder / "locomo.db"
     server = None
@@ -300,12 +302,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         server = start(args.dsn)
         schema = "locomo_" + hashlib.sha256(str(time.time()).encode()).hexdigest()[:8]
         memories: dict[str, Any] = {
-            mode: PostgresMemory(server.dsn, embedder=embedder, search_mode=mode, schema=schema,
-                           previous_weight=args.previous_weight) for mode in modes
+            mode: PostgresMemory(server.dsn, embedder=embedder, search_mode=mode, schema=schema, **previous)
+            for mode in modes
         }
     else:
-        memories = {mode: SQLiteMemory(db, embedder=embedder, search_mode=mode,
-                                     previous_weight=args.previous_weight) for mode in modes}
+        memories = {mode: SQLiteMemory(db, embedder=embedder, search_mode=mode, **previous) for mode in modes}
         # Hybrid search with a similarity floor for vector-only hits, side by side with the others.
         for floor in args.min_similarity:
             memories[f"hybrid, min_similarity {floor:g}"] = SQLiteMemory(db, embedder=embedder, min_similarity=floor)
@@ -492,8 +493,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dsn", default=None, help="PostgreSQL DSN for --backend postgres (default: start pgserver)")
     ap.add_argument("--min-similarity", default=[], type=lambda s: [float(v) for v in s.split(",")],
                     help="also run hybrid search with these similarity floors for vector-only hits, e.g. 0.1,0.2")
-    ap.add_argument("--previous-weight", type=float, default=0.0,
-                    help="previous_weight of every store (opt-in vector keys mixed with the previous turn's)")
+    ap.add_argument("--previous-weight", type=float, default=None,
+                    help="previous_weight of every mode's store (default: the store's, replies mixed with the "
+                         "turn they answer)")
     ap.add_argument("--variants", type=json.loads, default={},
                     help='JSON {name: {store option: value}}: more stores on the same records, side by side '
                          '(session_gap in seconds), e.g. \'{"p0.5": {"previous_weight": 0.5}}\'')

@@ -16,6 +16,8 @@ from memoryport.ranking import (
     DATE_WEIGHT,
     NEIGHBOUR_WEIGHT,
     NEIGHBOUR_WINDOW,
+    PREVIOUS_MODE,
+    PREVIOUS_WEIGHT,
     SESSION_GAP,
     SESSION_WEIGHT,
     SPEAKER_WEIGHT,
@@ -51,7 +53,8 @@ def PostgresMemory(
     context_window: int = NEIGHBOUR_WINDOW,
     durability: str | None = None,
     date_weight: float = DATE_WEIGHT,
-    previous_weight: float = 0.0,
+    previous_weight: float = PREVIOUS_WEIGHT,
+    previous_mode: str = PREVIOUS_MODE,
     session_weight: float = SESSION_WEIGHT,
     session_gap: timedelta = SESSION_GAP,
     speaker_weight: float = SPEAKER_WEIGHT,
@@ -107,8 +110,8 @@ def PostgresMemory(
             one-record add no longer waits for the disk. ``"full"``: ``on``.
         date_weight: the lift of records written on the date a query names,
             as in :class:`~memoryport.SQLiteMemory`.
-        previous_weight, session_weight, session_gap, speaker_weight, time_weight: vector keys
-            mixed with the previous record's, the lift of a strong match's session, of the turns
+        previous_weight, previous_mode, session_weight, session_gap, speaker_weight, time_weight: vector
+            keys of replies mixed with the previous record's, the lift of a strong match's session, of the turns
             of a speaker the query names and, for a query asking when, of records naming a time, as
             in :class:`~memoryport.SQLiteMemory` (same core ranking, same defaults).
         **guard: the guard's options (:class:`~memoryport.GuardOptions`);
@@ -145,6 +148,7 @@ def PostgresMemory(
         durability=durability,
         date_weight=date_weight,
         previous_weight=previous_weight,
+        previous_mode=previous_mode,
         session_weight=session_weight,
         session_gap=session_gap,
         speaker_weight=speaker_weight,

@@ -111,14 +111,24 @@ async def with_previous(
     pairs = [(rid, found[0][0]) for rid, (found, _) in before.items() if found]
     if not pairs:
         return vector
-    s, vs = store.quoted_schema, store.vector_schema
+    s, vs, mode, n = store.quoted_schema, store.vector_schema, store.previous_mode, ranking.SPEAKER_PREFIX
+    # For mode "replies", the speaker prefixes and the time between the two come in the same statement.
+    extra = (
+        ""
+        if mode == "all"
+        else f", substr(c.text, 1, {n}), substr(p.text, 1, {n}), extract(epoch FROM c.created_at - p.created_at)"
+    )
     await cur.execute(
-        f"SELECT x.c, 1.0 - (p.embedding OPERATOR({vs}.<=>) %b), 1.0 - (p.embedding OPERATOR({vs}.<=>) c.embedding) "
-        f"FROM unnest(%s::bigint[], %s::bigint[]) AS x(c, p) JOIN {s}.records c ON c.rid = x.c "
+        f"SELECT x.c, 1.0 - (p.embedding OPERATOR({vs}.<=>) %b), 1.0 - (p.embedding OPERATOR({vs}.<=>) c.embedding)"
+        f"{extra} FROM unnest(%s::bigint[], %s::bigint[]) AS x(c, p) JOIN {s}.records c ON c.rid = x.c "
         f"JOIN {s}.records p ON p.rid = x.p WHERE c.embedding IS NOT NULL AND p.embedding IS NOT NULL",
         [Vector(qvec), [c for c, _ in pairs], [p for _, p in pairs]],
     )
-    parts = {int(rid): (float(to_query), float(to_record)) for rid, to_query, to_record in await cur.fetchall()}
+    parts = {
+        int(rid): (float(to_query), float(to_record))
+        for rid, to_query, to_record, *said in await cur.fetchall()
+        if not said or ranking.mixes_previous(mode, said[0], said[1], float(said[2]), gap=store.session_gap)
+    }
     return ranking.mix_previous(vector, parts, weight=store.previous_weight)
 
 

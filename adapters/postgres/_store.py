@@ -91,7 +91,8 @@ class PostgresStore:
         connect_timeout: float = 30.0,
         durability: str | None = None,
         date_weight: float = ranking.DATE_WEIGHT,
-        previous_weight: float = 0.0,
+        previous_weight: float = ranking.PREVIOUS_WEIGHT,
+        previous_mode: str = ranking.PREVIOUS_MODE,
         session_weight: float = ranking.SESSION_WEIGHT,
         session_gap: timedelta = ranking.SESSION_GAP,
         speaker_weight: float = ranking.SPEAKER_WEIGHT,
@@ -109,6 +110,11 @@ class PostgresStore:
         context_weight = check_number(context_weight, "context_weight", minimum=0.0, maximum=1.0)
         date_weight = check_number(date_weight, "date_weight", minimum=0.0, maximum=1.0)
         previous_weight = check_number(previous_weight, "previous_weight", minimum=0.0, maximum=1.0)
+        if not isinstance(previous_mode, str) or previous_mode not in ranking.PREVIOUS_MODES:
+            raise InvalidInput(
+                f"previous_mode must be one of {', '.join(map(repr, ranking.PREVIOUS_MODES))}, not {previous_mode!r}",
+                field="previous_mode",
+            )
         session_weight = check_number(session_weight, "session_weight", minimum=0.0, maximum=1.0)
         speaker_weight = check_number(speaker_weight, "speaker_weight", minimum=0.0, maximum=1.0)
         time_weight = check_number(time_weight, "time_weight", minimum=0.0, maximum=1.0)
@@ -150,6 +156,7 @@ class PostgresStore:
         self.context_window = context_window
         self.date_weight = date_weight
         self.previous_weight = previous_weight
+        self.previous_mode = previous_mode
         self.session_weight = session_weight
         self.speaker_weight = speaker_weight
         self.time_weight = time_weight

@@ -21,6 +21,8 @@ from memoryport.ranking import (
     DATE_WEIGHT,
     NEIGHBOUR_WEIGHT,
     NEIGHBOUR_WINDOW,
+    PREVIOUS_MODE,
+    PREVIOUS_WEIGHT,
     SESSION_GAP,
     SESSION_WEIGHT,
     SPEAKER_WEIGHT,
@@ -67,7 +69,8 @@ def SQLiteMemory(
     inline_writes: bool = True,
     ann_threshold: int | None = None,
     date_weight: float = DATE_WEIGHT,
-    previous_weight: float = 0.0,
+    previous_weight: float = PREVIOUS_WEIGHT,
+    previous_mode: str = PREVIOUS_MODE,
     session_weight: float = SESSION_WEIGHT,
     session_gap: timedelta = SESSION_GAP,
     speaker_weight: float = SPEAKER_WEIGHT,
@@ -148,13 +151,17 @@ def SQLiteMemory(
             date a query names ("on 7 July, 2023", "in May 2022": see
             :func:`memoryport.ranking.query_dates`) by this much (normalised
             scores; 0 turns it off). A query without a date is unaffected.
-        previous_weight: opt-in for stores of conversation turns: hybrid
-            search scores each vector candidate as if its vector were mixed
-            with the previous record's of its exact scope, ``v + w·v_prev``
-            (:func:`memoryport.ranking.mix_previous`), so a reply ("Yes,
-            twice!") is found by the turn it answers. 0 (the default) is off;
-            ``ranking.PREVIOUS_WEIGHT`` (0.3) is the suggested value (LoCoMo
-            hybrid recall@10 +1; unrelated facts -1 recall@1: docs/retrieval.md).
+        previous_weight: hybrid search scores each vector candidate that is a
+            reply as if its vector were mixed with the previous record's of its
+            exact scope, ``v + w·v_prev`` (:func:`memoryport.ranking.mix_previous`),
+            so a reply ("Ann: Yes, twice!") is found by the turn it answers.
+            0 turns it off (LoCoMo hybrid recall@10 +0.8: docs/retrieval.md).
+        previous_mode: which candidates are mixed (:func:`memoryport.ranking.mixes_previous`):
+            ``"replies"`` (default): a transcript line (``"Name: ..."``) whose
+            predecessor has another speaker and was written less than
+            ``session_gap`` before it, so records without a speaker prefix
+            (facts, notes) keep their own vectors; ``"all"``: every record
+            (unrelated facts -1 recall@1).
         session_weight: keyword and hybrid search add this share of the best
             score in a candidate's session to it (:func:`memoryport.ranking.session_boost`):
             records of one exact scope written less than ``session_gap`` apart
@@ -207,6 +214,7 @@ def SQLiteMemory(
         ann_threshold=ann_threshold,
         date_weight=date_weight,
         previous_weight=previous_weight,
+        previous_mode=previous_mode,
         session_weight=session_weight,
         session_gap=session_gap,
         speaker_weight=speaker_weight,

@@ -12,6 +12,7 @@ import json
 import math
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
@@ -164,9 +165,15 @@ def _hybrid(
         # fusion would otherwise give the best of unrelated records a confident-looking score.
         vector = [(rid, cos) for rid, cos in vector if rid in words or cos >= store.min_similarity]
     if store.previous_weight:
-        vector = with_previous(conn, qvec, vector, filters, now, store.previous_weight)[:limit]
+        # The vector candidates' neighbours (needed for the neighbour lift anyway) give their predecessors.
+        near.update(_near(store, conn, [rid for rid, _ in vector if rid not in near], filters, now, times))
+        vector = with_previous(
+            conn, qvec, vector, filters, now, store.previous_weight,
+            mode=store.previous_mode, gap=store.session_gap, near=near if store.context_window >= 1 else None,
+            times=times,
+        )[:limit]  # fmt: skip
     scored = ranking.fuse(keyword, vector)
-    near.update(_near(store, conn, [rid for rid, _ in scored if rid not in words], filters, now, times))
+    near.update(_near(store, conn, [rid for rid, _ in scored if rid not in near], filters, now, times))
     return scored, near, "hybrid"
 
 
@@ -221,18 +228,60 @@ def vector_job(
 
 
 def with_previous(
-    conn: Conn, qvec: F32, vector: list[tuple[int, float]], filters: Cond, now: int, weight: float
+    conn: Conn,
+    qvec: F32,
+    vector: list[tuple[int, float]],
+    filters: Cond,
+    now: int,
+    weight: float,
+    *,
+    mode: str = ranking.PREVIOUS_MODE,
+    gap: timedelta = ranking.SESSION_GAP,
+    near: dict[int, list[tuple[int, int]]] | None = None,
+    times: Times | None = None,
 ) -> list[tuple[int, float]]:
-    """The vector candidates re-scored by their key mixed with their predecessor's (:func:`ranking.mix_previous`)."""
+    """The vector candidates re-scored by their key mixed with their predecessor's (:func:`ranking.mix_previous`).
+
+    ``mode``: which candidates are mixed (:func:`ranking.mixes_previous`; "replies" needs the candidates'
+    and predecessors' speaker prefixes and times). ``near`` and ``times``: what a neighbour lookup
+    (:func:`neighbours`, window >= 1) already read; a candidate found in both takes its predecessor
+    from there, the others are looked up here.
+    """
     if not vector:
         return vector
-    before = sides(conn, [rid for rid, _ in vector], filters, now, window=1, after=False)
-    previous = {rid: found[0][0] for rid, (found, _) in before.items() if found}
+    read: Times = {} if times is None else times
+    previous: dict[int, int] = {}
+    missing: list[int] = []
+    for rid, _ in vector:
+        found = near.get(rid) if near is not None else None
+        if found is None or rid not in read:
+            missing.append(rid)
+            continue
+        at = (read[rid][0], rid)
+        # ``near`` lists the records before and after at each distance: the predecessor is the earlier one.
+        for other, distance in found:
+            if distance == 1 and other in read and (read[other][0], other) < at:
+                previous[rid] = other
+                break
+    if missing:
+        before = sides(conn, missing, filters, now, window=1, after=False, times=None if mode == "all" else read)
+        previous.update((rid, found[0][0]) for rid, (found, _) in before.items() if found)
+    if mode != "all":
+        prefix = ranking.SPEAKER_PREFIX
+        previous = {
+            rid: prev
+            for rid, prev in previous.items()
+            if rid in read
+            and prev in read
+            and ranking.mixes_previous(
+                mode, read[rid][3][:prefix], read[prev][3][:prefix], (read[rid][0] - read[prev][0]) / 1e6, gap=gap
+            )
+        }
     wanted = list({*previous, *previous.values()})
     vecs: dict[int, F32] = {}
     for chunk in chunks(wanted):
-        found = conn.execute(f"SELECT rid, vec FROM vectors WHERE rid IN ({','.join('?' * len(chunk))})", chunk)
-        vecs.update((int(rid), np.frombuffer(blob, dtype=np.float32)) for rid, blob in found)
+        found_rows = conn.execute(f"SELECT rid, vec FROM vectors WHERE rid IN ({','.join('?' * len(chunk))})", chunk)
+        vecs.update((int(rid), np.frombuffer(blob, dtype=np.float32)) for rid, blob in found_rows)
     parts = {
         rid: (float(vecs[prev] @ qvec), float(vecs[prev] @ vecs[rid]))
         for rid, prev in previous.items()

@@ -332,7 +332,8 @@ class SQLiteStore:
         inline_writes: bool = True,
         ann_threshold: int | None = None,
         date_weight: float = ranking.DATE_WEIGHT,
-        previous_weight: float = 0.0,
+        previous_weight: float = ranking.PREVIOUS_WEIGHT,
+        previous_mode: str = ranking.PREVIOUS_MODE,
         session_weight: float = ranking.SESSION_WEIGHT,
         session_gap: timedelta = ranking.SESSION_GAP,
         speaker_weight: float = ranking.SPEAKER_WEIGHT,
@@ -361,6 +362,11 @@ class SQLiteStore:
             ann_threshold = check_int(ann_threshold, "ann_threshold", minimum=1)
         date_weight = check_number(date_weight, "date_weight", minimum=0.0, maximum=1.0)
         previous_weight = check_number(previous_weight, "previous_weight", minimum=0.0, maximum=1.0)
+        if not isinstance(previous_mode, str) or previous_mode not in ranking.PREVIOUS_MODES:
+            raise InvalidInput(
+                f"previous_mode must be one of {', '.join(map(repr, ranking.PREVIOUS_MODES))}, not {previous_mode!r}",
+                field="previous_mode",
+            )
         session_weight = check_number(session_weight, "session_weight", minimum=0.0, maximum=1.0)
         speaker_weight = check_number(speaker_weight, "speaker_weight", minimum=0.0, maximum=1.0)
         time_weight = check_number(time_weight, "time_weight", minimum=0.0, maximum=1.0)
@@ -385,6 +391,7 @@ class SQLiteStore:
         self.ann_params = None if ann_threshold is None else AnnParams(threshold=ann_threshold)
         self.date_weight = date_weight
         self.previous_weight = previous_weight
+        self.previous_mode = previous_mode
         self.session_weight = session_weight
         self.speaker_weight = speaker_weight
         self.time_weight = time_weight

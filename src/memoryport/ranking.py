@@ -52,6 +52,8 @@ __all__ = [
     "KEYWORD_WEIGHT",
     "NEIGHBOUR_WEIGHT",
     "NEIGHBOUR_WINDOW",
+    "PREVIOUS_MODE",
+    "PREVIOUS_MODES",
     "PREVIOUS_POOL",
     "PREVIOUS_WEIGHT",
     "RRF_K",
@@ -62,7 +64,9 @@ __all__ = [
     "bm25_length_factor",
     "date_boost",
     "fuse",
+    "is_reply",
     "mix_previous",
+    "mixes_previous",
     "normalise",
     "query_dates",
     "query_terms",
@@ -521,15 +525,26 @@ def date_boost(
 
 
 PREVIOUS_WEIGHT = 0.3
-"""The suggested ``previous_weight`` of a store of conversation turns (:func:`mix_previous`; stores default to 0).
+"""The default ``previous_weight`` of the stores (:func:`mix_previous`), applied to replies (:data:`PREVIOUS_MODE`).
 
-On LoCoMo it lifted hybrid recall@10 by about a point; on a store of
-unrelated facts it cost a point of recall@1, so it is opt-in
-(``docs/retrieval.md``).
+On LoCoMo, mixing every record with its predecessor lifted hybrid recall@10
+by about a point, but on a store of unrelated facts it cost a point of
+recall@1; mixing only replies (:func:`is_reply`) keeps the gain and leaves
+records without speaker prefixes alone (``docs/retrieval.md``).
 """
 
-PREVIOUS_POOL = 2
-"""With :func:`mix_previous` on, stores fetch this many times their vector candidates, mix, and keep the best."""
+PREVIOUS_MODES = ("replies", "all")
+"""Which records :func:`mix_previous` applies to: ``"replies"`` (:func:`mixes_previous`) or ``"all"``."""
+
+PREVIOUS_MODE = "replies"
+"""The stores' default ``previous_mode``: only a reply is mixed with the turn it answers (:func:`mixes_previous`)."""
+
+PREVIOUS_POOL = 1
+"""With :func:`mix_previous` on, stores fetch this many times their vector candidates, mix, and keep the best.
+
+2 measured 0.3 points of recall@10 below 1 on LoCoMo once the speaker and
+time steps were in, for twice the vector candidates (``docs/retrieval.md``).
+"""
 
 
 def mix_previous(
@@ -825,6 +840,53 @@ def time_boost(
         return list(scores)
     out = [(key, score + weight if mentions_time(texts.get(key, "")) else score) for key, score in scores]
     return _best_first(out)
+
+
+def is_reply(text: str, previous_text: str) -> bool:
+    """Whether ``text`` answers ``previous_text``: both are transcript lines (:func:`speaker_of`) of different speakers.
+
+    Speakers compare case-insensitively. A record without a speaker prefix
+    (a note, a fact) is never a reply, nor is a line following its own
+    speaker's.
+
+    Example:
+        >>> is_reply("Ann: Yes, twice!", "Ben: Did you go anywhere nice?")
+        True
+        >>> is_reply("Ann: And I loved it.", "Ann: Yes, twice!"), is_reply("Yes, twice!", "Ben: Did you?")
+        (False, False)
+    """
+    speaker = speaker_of(text)
+    if speaker is None:
+        return False
+    before = speaker_of(previous_text)
+    return before is not None and before.casefold() != speaker.casefold()
+
+
+def mixes_previous(
+    mode: str, text: str, previous_text: str, seconds: float, *, gap: timedelta = SESSION_GAP
+) -> bool:
+    """Whether a record written ``seconds`` after its predecessor gets the predecessor's vector mixed in.
+
+    ``mode="all"``: always (every record with a predecessor). ``mode="replies"``
+    (the default): only a reply (:func:`is_reply`) written less than ``gap``
+    after the line it answers, so a store of facts or notes (no speaker
+    prefixes) ranks by its own vectors and a conversation resumed days later
+    does not borrow the last session's end. Stores read only the first
+    :data:`SPEAKER_PREFIX` characters of each text for this.
+
+    Example:
+        >>> mixes_previous("replies", "Ann: Yes, twice!", "Ben: Been anywhere nice?", 40.0)
+        True
+        >>> mixes_previous("replies", "Ann: Yes, twice!", "Ben: Been anywhere nice?", 3 * 86_400.0)
+        False
+        >>> mixes_previous("all", "Paris is lovely.", "I went to Paris.", 3 * 86_400.0)
+        True
+    """
+    if mode == "all":
+        return True
+    if mode != "replies":
+        raise ValueError(f"mode must be one of {', '.join(map(repr, PREVIOUS_MODES))}")
+    return 0.0 <= seconds < gap.total_seconds() and is_reply(text, previous_text)
 
 
 def _best_first(scored: list[tuple[K, float]]) -> list[tuple[K, float]]:

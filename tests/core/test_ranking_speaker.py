@@ -94,3 +94,37 @@ def test_time_boost_lifts_records_naming_a_time_for_when_questions_only() -> Non
     assert time_boost([], texts, "When?", weight=0.2) == []
     with pytest.raises(ValueError):
         time_boost(scores, texts, "When?", weight=-1.0)
+
+
+@pytest.mark.parametrize(
+    ("text", "before", "reply"),
+    [
+        ("Ann: Yes, twice!", "Ben: Did you go anywhere nice?", True),
+        ("ann: yes", "ANN: did you?", False),  # the same speaker, case ignored
+        ("Ann: And I loved it.", "Ann: Yes, twice!", False),
+        ("Yes, twice!", "Ben: Did you go anywhere nice?", False),  # no prefix: a note, a fact
+        ("Ann: Yes, twice!", "Did you go anywhere nice?", False),
+        ("Meeting moved to 10:30: be there", "Ben: ok", False),  # "10:30" is no speaker
+        ("", "", False),
+    ],
+)
+def test_is_reply(text: str, before: str, reply: bool) -> None:
+    from memoryport.ranking import is_reply
+
+    assert is_reply(text, before) is reply
+
+
+def test_mixes_previous_modes_and_gap() -> None:
+    from datetime import timedelta
+
+    from memoryport.ranking import SESSION_GAP, mixes_previous
+
+    reply = ("Ann: Yes, twice!", "Ben: Did you go anywhere nice?")
+    assert mixes_previous("replies", *reply, 5.0)
+    assert not mixes_previous("replies", *reply, SESSION_GAP.total_seconds())  # a new session
+    assert not mixes_previous("replies", *reply, -1.0)
+    assert mixes_previous("replies", *reply, 3600.0, gap=timedelta(hours=2))
+    assert not mixes_previous("replies", "Paris is lovely.", "I went to Paris.", 5.0)
+    assert mixes_previous("all", "Paris is lovely.", "I went to Paris.", 1e9)
+    with pytest.raises(ValueError, match="mode"):
+        mixes_previous("every", *reply, 5.0)

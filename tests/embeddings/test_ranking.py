@@ -435,3 +435,58 @@ def test_time_weight_lifts_records_naming_a_time_for_when_questions(
     what = memory.search_sync("What is the pottery class like?", scope=ANN, k=3)
     assert what[0].record.metadata["tag"] == "plain"  # a query not asking when is unaffected
     memory.close()
+
+
+def bare_trip_embedder() -> CallableEmbedder:
+    """The trip vectors by the text after its speaker prefix, if any (the same turns with and without one)."""
+    bare = {text.split(": ", 1)[-1]: vec for text, vec in TRIP_VECTORS.items()}
+    return CallableEmbedder(
+        lambda texts: [bare.get(t.split(": ", 1)[-1], [0.0, 0.0, 0.0, 1.0]) for t in texts], dim=4, name="bare"
+    )
+
+
+@pytest.mark.parametrize(
+    ("talk", "mode", "gap_s", "lifted"),
+    [
+        (["Ben: Did you go anywhere nice?", "Ann: Yes, twice!"], "replies", 1, True),  # a reply
+        (["Ben: Did you go anywhere nice?", "Ben: Yes, twice!"], "replies", 1, False),  # the same speaker
+        (["Did you go anywhere nice?", "Yes, twice!"], "replies", 1, False),  # no speaker prefixes: notes, facts
+        (["Ben: Did you go anywhere nice?", "Ann: Yes, twice!"], "replies", 3600, False),  # an hour later
+        (["Did you go anywhere nice?", "Yes, twice!"], "all", 1, True),
+        (["Ben: Did you go anywhere nice?", "Ben: Yes, twice!"], "all", 3600, True),
+    ],
+)
+def test_previous_turn_is_mixed_into_replies_only_by_default(
+    tmp_path: object, talk: list[str], mode: str, gap_s: int, lifted: bool
+) -> None:
+    from datetime import timedelta
+
+    weather = "Ben: The weather is nice." if talk[0].startswith("Ben: ") else "The weather is nice."
+    memory = SQLiteMemory(
+        f"{tmp_path}/r.db",
+        embedder=bare_trip_embedder(),
+        previous_weight=0.6,
+        previous_mode=mode,
+        context_weight=0,
+        session_weight=0,
+    )
+    t0 = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
+    at = [t0, t0 + timedelta(seconds=gap_s), t0 + timedelta(seconds=gap_s + 7200)]
+    for text, when in zip([*talk, weather], at, strict=True):
+        memory.add_sync([MemoryRecord(scope=ANN, text=text, created_at=when)])
+    found = texts(memory.search_sync("holiday destinations", scope=ANN, k=3))
+    assert (found.index(talk[1]) < found.index(weather)) is lifted
+    memory.close()
+
+
+def test_previous_defaults_and_mode_check(tmp_path: object) -> None:
+    from memoryport import InvalidInput
+    from memoryport.ranking import PREVIOUS_WEIGHT
+
+    memory = SQLiteMemory(f"{tmp_path}/d.db")
+    assert (memory.store.previous_weight, memory.store.previous_mode) == (PREVIOUS_WEIGHT, "replies")
+    assert PREVIOUS_WEIGHT == 0.3
+    memory.close()
+    for value in ("Replies", "", None, 1):
+        with pytest.raises(InvalidInput, match="previous_mode"):
+            SQLiteMemory(f"{tmp_path}/x.db", previous_mode=value)  # type: ignore[arg-type]

@@ -78,8 +78,8 @@ TRIP_VECTORS = {
 }
 
 
-@pytest.mark.parametrize("weight", [0.6, 0.0])
-async def test_previous_turn_mixing_ranks_alike(pg: Server, tmp_path: Path, weight: float) -> None:
+@pytest.mark.parametrize(("weight", "mode"), [(0.6, "replies"), (0.6, "all"), (0.0, "replies")])
+async def test_previous_turn_mixing_ranks_alike(pg: Server, tmp_path: Path, weight: float, mode: str) -> None:
     from datetime import datetime, timedelta, timezone
 
     from memoryport import CallableEmbedder
@@ -91,7 +91,7 @@ async def test_previous_turn_mixing_ranks_alike(pg: Server, tmp_path: Path, weig
     t0 = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
     talk = [(ann, "Ben: Did you go anywhere nice?"), (other, "Ben: Mine too."), (ann, "Ann: Yes, twice!"),
             (ann, "Ben: The weather is nice."), (ann, "Ann: My cat sleeps all day.")]  # fmt: skip
-    options = {"previous_weight": weight, "context_weight": 0.0, "session_weight": 0.0}
+    options = {"previous_weight": weight, "previous_mode": mode, "context_weight": 0.0, "session_weight": 0.0}
     sqlite = SQLiteMemory(tmp_path / "p.db", embedder=embedder, **options)  # type: ignore[arg-type]
     postgres = PostgresMemory(pg.app_dsn, embedder=embedder, schema=fresh_schema(), **options)  # type: ignore[arg-type]
     try:
@@ -109,6 +109,46 @@ async def test_previous_turn_mixing_ranks_alike(pg: Server, tmp_path: Path, weig
     finally:
         await sqlite.aclose()
         await postgres.aclose()
+
+
+async def test_replies_only_mixing_ranks_alike(pg: Server, tmp_path: Path) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from memoryport import CallableEmbedder
+
+    bare = {text.split(": ", 1)[-1]: vec for text, vec in TRIP_VECTORS.items()}
+    embedder = CallableEmbedder(
+        lambda texts: [bare.get(t.split(": ", 1)[-1], [0.0, 0.0, 0.0, 1.0]) for t in texts], dim=4, name="bare"
+    )
+    ann = MemoryScope(user_id="ann")
+    t0 = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
+    # A reply, a line after its own speaker's, lines without prefixes, each pair hours after the last.
+    talk = [("Ben: Did you go anywhere nice?", 0), ("Ben: Yes, twice!", 1), ("Did you go anywhere nice?", 7200),
+            ("Yes, twice!", 7201), ("Ben: Did you go anywhere nice?", 18_000), ("Ann: Yes, twice!", 18_001),
+            ("Ben: The weather is nice.", 32_400)]  # fmt: skip
+    records = [MemoryRecord(scope=ann, text=t, created_at=t0 + timedelta(seconds=s)) for t, s in talk]
+    orders = {}
+    for mode in ("replies", "all"):
+        options = {"previous_weight": 0.6, "previous_mode": mode, "context_weight": 0.0, "session_weight": 0.0}
+        sqlite = SQLiteMemory(tmp_path / f"{mode}.db", embedder=embedder, **options)  # type: ignore[arg-type]
+        postgres = PostgresMemory(pg.app_dsn, embedder=embedder, schema=fresh_schema(), **options)  # type: ignore[arg-type]
+        try:
+            ranked = []
+            for memory in (sqlite, postgres):
+                await memory.add(records)
+                hits = await memory.search("holiday destinations", scope=ann, k=7)
+                ranked.append([(h.record.text, round(h.score, 4)) for h in hits])
+            assert ranked[0] == ranked[1], mode
+            orders[mode] = [text for text, _ in ranked[0]]
+        finally:
+            await sqlite.aclose()
+            await postgres.aclose()
+    weather = "Ben: The weather is nice."
+    # Only the reply is lifted above the weather by default; every answer with mode "all".
+    assert [t for t in orders["replies"][: orders["replies"].index(weather)] if "twice" in t] == ["Ann: Yes, twice!"]
+    assert {t for t in orders["all"][: orders["all"].index(weather)] if "twice" in t} == {
+        "Ann: Yes, twice!", "Ben: Yes, twice!", "Yes, twice!"
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize("mode", ["keyword", "hybrid"])

@@ -110,7 +110,9 @@ def _reference(
             words = {rid for rid, _ in keyword}
             vector = [(rid, cos) for rid, cos in vector if rid in words or cos >= store.min_similarity]
         if store.previous_weight:
-            vector = _search.with_previous(conn, qvec, vector, filters, now, store.previous_weight)[:limit]
+            vector = _search.with_previous(
+                conn, qvec, vector, filters, now, store.previous_weight, mode=store.previous_mode, gap=store.session_gap
+            )[:limit]
         scored = ranking.fuse(keyword, vector)
         near = _search.neighbours(
             conn, [rid for rid, _ in scored], filters, now, weight=store.context_weight, window=store.context_window
