@@ -184,6 +184,11 @@ _VECTORS_SQL = (
 #: A batch of records of at most this many users writes its FTS5 rows by ``INSERT ... SELECT`` per user.
 FTS_SELECT_USERS = 4
 
+#: A batch of at least this many records writes its FTS5 and vector rows by one statement from SQL (above);
+#: a smaller one binds them row by row: for one record the ``SELECT`` costs ~10 µs more and the recursive
+#: ``WITH`` ~80 µs more than a bound row (docs/benchmarks-sqlite.md), each row bound ~1-4 µs more.
+SQL_ROWS_MIN = 32
+
 _SCOPE = operator.attrgetter("scope")
 _TEXT = operator.attrgetter("text")
 _METADATA = operator.attrgetter("metadata")
@@ -221,8 +226,12 @@ def _rows_of(records: Sequence[MemoryRecord], ids: Sequence[str], base: int, slo
     batch.groups[shape] = list(zip(*columns, strict=True))
     tenant = tenant_token(first.user_id)
     if slots is not None:
-        batch.fts_select.append((fts_rowid(slots[tenant], 0), tenant, first.user_id))
-        batch.fts_whole = True
+        high = fts_rowid(slots[tenant], 0)
+        if n >= SQL_ROWS_MIN:
+            batch.fts_select.append((high, tenant, first.user_id))
+            batch.fts_whole = True
+        else:
+            batch.fts = list(zip(range(high | base, (high | base) + n), texts, [tenant] * n, strict=True))
     batch.tenants = [tenant] * n
     return batch
 
@@ -273,7 +282,7 @@ def _rows_loop(
         if slots is not None:
             fts.append((high | rid, text, tenant))
         tenants.append(tenant)
-    if slots is not None and len(users) <= FTS_SELECT_USERS:
+    if slots is not None and len(users) <= FTS_SELECT_USERS and len(records) >= SQL_ROWS_MIN:
         batch.fts_select = [(high, tenant, user) for user, (high, tenant) in users.items()]
         batch.fts_whole = len(users) == 1
         batch.fts = []
@@ -559,10 +568,17 @@ class SQLiteStore:
                 conn.executemany("INSERT INTO record_meta VALUES (?, ?, ?, ?)", batch.metas)
             row_tenants = batch.tenants
             if vectors is not None:
-                # One statement for the batch: its rows cut from one BLOB in SQLite (a tuple and a bytes
-                # object per row cost ~3 us per vector more; docs/benchmarks-sqlite.md).
                 blob = vectors.tobytes()
-                conn.execute(_VECTORS_SQL, (base, blob, len(records), len(blob) // len(records)))
+                size = len(blob) // len(records)
+                if len(records) >= SQL_ROWS_MIN:
+                    # One statement for the batch: its rows cut from one BLOB in SQLite (a tuple and a bytes
+                    # object per row cost ~3 µs per vector more; docs/benchmarks-sqlite.md).
+                    conn.execute(_VECTORS_SQL, (base, blob, len(records), size))
+                else:
+                    conn.executemany(
+                        "INSERT INTO vectors(rid, vec) VALUES (?, ?)",
+                        [(base + i, blob[at : at + size]) for i, at in enumerate(range(0, len(blob), size))],
+                    )
                 index_add(conn, self.ann, row_tenants, range(base, base + len(records)), vectors)
             deltas = collections.Counter(row_tenants)
             for tenant, count in touched.items():

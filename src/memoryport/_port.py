@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from enum import Enum
@@ -381,16 +382,30 @@ class AddsWithIds(Protocol):
 def adds_with_ids(store: object) -> Callable[[Sequence[MemoryRecord], Sequence[str]], Awaitable[list[str]]] | None:
     """``store.add_with_ids`` when the guard may call it instead of ``store.add``, else None (see :class:`AddsWithIds`).
 
+    Called once per ``add``: the class's answer is cached (an ``isinstance``
+    against a runtime protocol costs tens of µs, as much as a small add).
+
     Example:
         >>> adds_with_ids(object()) is None
         True
     """
-    if not isinstance(store, AddsWithIds):
+    own = getattr(store, "__dict__", None)
+    if own and ("add" in own or "add_with_ids" in own):
         return None
-    own = getattr(store, "__dict__", {})
-    if "add" in own or "add_with_ids" in own:
+    cls = type(store)
+    known = _ADDS_WITH_IDS.get(cls)
+    if known is None:
+        known = _ADDS_WITH_IDS[cls] = _class_adds_with_ids(cls)
+    if not known:
         return None
-    owners = [next((c for c in type(store).__mro__ if name in vars(c)), None) for name in ("add", "add_with_ids")]
-    if owners[0] is not owners[1]:
-        return None
-    return store.add_with_ids
+    method: Callable[[Sequence[MemoryRecord], Sequence[str]], Awaitable[list[str]]] = store.add_with_ids  # type: ignore[attr-defined]
+    return method
+
+
+_ADDS_WITH_IDS: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()  # by class: see adds_with_ids
+
+
+def _class_adds_with_ids(cls: type) -> bool:
+    """Whether ``cls`` defines a callable ``add_with_ids`` in the class that defines its ``add``."""
+    owners = [next((c for c in cls.__mro__ if name in vars(c)), None) for name in ("add", "add_with_ids")]
+    return owners[0] is not None and owners[0] is owners[1] and callable(getattr(cls, "add_with_ids", None))

@@ -42,15 +42,16 @@ def words(user: str, i: int) -> str:
     return f"{user} note {i} zq{user}{i} about plums"
 
 
-async def test_a_one_scope_batch_reads_back_and_keeps_the_callers_records(db_path: str, driver: str) -> None:
+@pytest.mark.parametrize("n", [20, 300], ids=["rows-bound", "rows-from-sql"])
+async def test_a_one_scope_batch_reads_back_and_keeps_the_callers_records(db_path: str, driver: str, n: int) -> None:
     memory = SQLiteMemory(db_path, driver=driver, embedder=bow_embedder())
     ann = MemoryScope(user_id="ann")
     # Equal scopes that are distinct objects count as one scope too.
-    batch = [MemoryRecord(scope=ann if i % 2 else MemoryScope(user_id="ann"), text=words("ann", i)) for i in range(300)]
+    batch = [MemoryRecord(scope=ann if i % 2 else MemoryScope(user_id="ann"), text=words("ann", i)) for i in range(n)]
     ids = await memory.add(batch)
-    assert len(set(ids)) == 300
+    assert len(set(ids)) == n
     assert all(r.id is None for r in batch)  # the caller's records are untouched
-    for i in (0, 1, 150, 299):
+    for i in (0, 1, n // 2, n - 1):
         got = await memory.get(ids[i], scope=ann)
         assert got is not None and got.id == ids[i]
         assert (got.text, got.created_at, got.scope) == (batch[i].text, batch[i].created_at, ann)
@@ -60,29 +61,33 @@ async def test_a_one_scope_batch_reads_back_and_keeps_the_callers_records(db_pat
     stored = memory.store.db.read(lambda conn: conn.execute("SELECT vec FROM vectors ORDER BY rid").fetchall())
     expected = bow_vectors([r.text for r in batch])
     expected /= np.linalg.norm(expected, axis=1, keepdims=True)
-    got_vectors = np.frombuffer(b"".join(row[0] for row in stored), dtype=np.float32).reshape(300, -1)
+    got_vectors = np.frombuffer(b"".join(row[0] for row in stored), dtype=np.float32).reshape(n, -1)
     np.testing.assert_allclose(got_vectors, expected, rtol=1e-6, atol=1e-7)
-    assert memory.store.stats()["vectors"] == 300
+    assert memory.store.stats()["vectors"] == n
     await memory.aclose()
 
 
-@pytest.mark.parametrize("users", [3, 7], ids=["few-users-by-select", "many-users-bound"])
-async def test_a_batch_of_several_users_keeps_each_users_words_apart(db_path: str, driver: str, users: int) -> None:
+@pytest.mark.parametrize(
+    ("users", "n"), [(3, 200), (7, 200), (3, 24)], ids=["few-users-by-select", "many-users-bound", "small-bound"]
+)
+async def test_a_batch_of_several_users_keeps_each_users_words_apart(
+    db_path: str, driver: str, users: int, n: int
+) -> None:
     memory = SQLiteMemory(db_path, driver=driver)
     names = [f"u{k}" for k in range(users)]
     scopes = [MemoryScope(user_id=name) for name in names] + [MemoryScope(session_id="only-a-session")]
-    batch = [MemoryRecord(scope=scopes[i % len(scopes)], text=words(str(i % len(scopes)), i)) for i in range(200)]
+    batch = [MemoryRecord(scope=scopes[i % len(scopes)], text=words(str(i % len(scopes)), i)) for i in range(n)]
     await memory.add(batch)
-    for i in (0, 1, 2, len(scopes) - 1, 199):
+    for i in (0, 1, 2, len(scopes) - 1, n - 1):
         scope = scopes[i % len(scopes)]
         hits = await memory.search(f"zq{i % len(scopes)}{i}", scope=scope, k=3)
         assert [h.record.text for h in hits][:1] == [batch[i].text]
         other = scopes[(i + 1) % len(scopes)]
         assert not await memory.search(f"zq{i % len(scopes)}{i}", scope=other, k=3)
     # Erasing one user takes their FTS5 rows too (a contentless delete needs the very values written).
-    assert await memory.delete(None, scope=scopes[0]) == len(range(0, 200, len(scopes)))
+    assert await memory.delete(None, scope=scopes[0]) == len(range(0, n, len(scopes)))
     assert not await memory.search("plums", scope=scopes[0], k=5)
-    assert len(await memory.search("plums", scope=scopes[1], k=500)) == len(range(1, 200, len(scopes)))
+    assert len(await memory.search("plums", scope=scopes[1], k=500)) == len(range(1, n, len(scopes)))
     await memory.aclose()
 
 
