@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import operator
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -43,6 +44,13 @@ if TYPE_CHECKING:
 __all__ = ["GuardOptions", "GuardedMemory", "retention_period"]
 
 logger = logging.getLogger("memoryport")
+
+_SCOPE = operator.attrgetter("scope")
+_ID = operator.attrgetter("id")
+_TEXT = operator.attrgetter("text")
+_METADATA = operator.attrgetter("metadata")
+_CREATED = operator.attrgetter("created_at")
+_EXPIRES = operator.attrgetter("expires_at")
 
 # The current guard call's count of dropped records: [outside the scope, failing filters/range].
 _call_drops: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("memoryport_call_drops", default=None)
@@ -460,27 +468,40 @@ class GuardedMemory(Generic[S]):
                 limit="max_batch",
             )
 
-    async def add(self, records: Sequence[MemoryRecord], *, ctx: EventSink | None = None) -> list[str]:
-        """Store a batch of records, all or nothing; return their ids in order.
+    def _plain_batch(self, batch: list[MemoryRecord], now: datetime) -> bool:
+        """Whether every per-record check of :meth:`_check_records` passes without a look at each record.
 
-        Records without an id get a fresh one. Raises :class:`InvalidInput` for a
-        bad record (naming it, e.g. ``records[3].text``) and
-        :class:`UnsupportedCapability` for a scope, metadata or expiry the
-        backend cannot hold; nothing is stored then.
-
-        Example:
-            >>> ids = await memory.add([MemoryRecord(scope=ann, text="Ann likes tea")])  # doctest: +SKIP
+        True for the usual bulk batch: plain :class:`MemoryRecord` objects of one
+        scope (equal scopes count as one), no ids, metadata or expiry, every text
+        within ``Limits.max_text_chars`` and every ``created_at`` within the
+        clock-skew tolerance, under our own :class:`Limits` (a subclass may
+        refuse more). A few passes in C over the batch; anything else (and
+        anything that cannot be compared) answers False, and the batch goes
+        record by record, which raises the same errors as ever.
         """
-        self._check_batch(
-            records, MemoryRecord, "records", "add() takes a list of MemoryRecord, e.g. add([MemoryRecord(...)])"
-        )
-        if not records:
-            return []
-        batch = list(records)
-        now = utcnow()
+        limits = self.limits
+        if type(limits) is not Limits:
+            return False
+        n = len(batch)
+        try:
+            return bool(
+                list(map(type, batch)).count(MemoryRecord) == n
+                and list(map(_SCOPE, batch)).count(batch[0].scope) == n
+                and list(map(_ID, batch)).count(None) == n
+                and not any(map(_METADATA, batch))
+                and list(map(_EXPIRES, batch)).count(None) == n
+                and max(map(len, map(_TEXT, batch))) <= limits.max_text_chars
+                and max(map(_CREATED, batch)) <= now + limits.clock_skew
+            )
+        except Exception:  # a record built without validation: the per-record checks decide
+            return False
+
+    def _check_records(self, batch: list[MemoryRecord], now: datetime) -> tuple[list[str], bool]:
+        """Check each record of a batch in order (the first failure raises, naming its record); return the
+        batch's ids (fresh ones where unset) and whether every record holds the same scope object."""
         limits = self.limits
         # Our own Limits: a record its check_record could refuse has an id, metadata, a long text or a
-        # created_at past the tolerance; any other record is not looked at twice (hidden subclasses: always).
+        # created_at past the tolerance; any other record is not looked at twice (subclasses: always).
         plain = type(limits) is Limits
         latest = now + limits.clock_skew
         max_text = limits.max_text_chars
@@ -526,6 +547,32 @@ class GuardedMemory(Generic[S]):
             ids.append(record_id)
         if given and fresh is not None and not given.isdisjoint(fresh):  # a fresh id equal to a given one
             _first_repeat(ids)
+        return ids, one_scope
+
+    async def add(self, records: Sequence[MemoryRecord], *, ctx: EventSink | None = None) -> list[str]:
+        """Store a batch of records, all or nothing; return their ids in order.
+
+        Records without an id get a fresh one. Raises :class:`InvalidInput` for a
+        bad record (naming it, e.g. ``records[3].text``) and
+        :class:`UnsupportedCapability` for a scope, metadata or expiry the
+        backend cannot hold; nothing is stored then.
+
+        Example:
+            >>> ids = await memory.add([MemoryRecord(scope=ann, text="Ann likes tea")])  # doctest: +SKIP
+        """
+        self._check_batch(
+            records, MemoryRecord, "records", "add() takes a list of MemoryRecord, e.g. add([MemoryRecord(...)])"
+        )
+        if not records:
+            return []
+        batch = list(records)
+        now = utcnow()
+        if len(batch) > 1 and self._plain_batch(batch, now):
+            # Nothing in the batch can fail a per-record check: its one scope is checked, ids drawn at once.
+            self._check_scope(batch[0].scope, "records[0].scope")
+            ids, one_scope = new_ids(len(batch)), True
+        else:
+            ids, one_scope = self._check_records(batch, now)
         fast = adds_with_ids(self._store)
 
         async def call() -> list[str]:

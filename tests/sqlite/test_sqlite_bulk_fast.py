@@ -128,14 +128,17 @@ BAD = [
 ]
 
 
+@pytest.mark.parametrize("given", [False, True], ids=["fresh-ids", "a-given-id"])
 @pytest.mark.parametrize("bad", BAD, ids=[b.what for b in BAD])
 async def test_one_bad_record_in_a_big_batch_raises_its_error_and_writes_nothing(
-    db_path: str, driver: str, bad: Bad
+    db_path: str, driver: str, bad: Bad, given: bool
 ) -> None:
+    """The guard's quick look at a whole batch (one scope, no ids, ...) must send any bad batch record by record."""
     memory = SQLiteMemory(db_path, driver=driver, embedder=bow_embedder())
     scope = MemoryScope(user_id="ann")
     batch: list[Any] = [MemoryRecord(scope=scope, text=f"fine {i}") for i in range(1_000)]
-    batch[3] = MemoryRecord(id="given-1", scope=scope, text="a given id")
+    if given or bad.what == "repeated id":
+        batch[3] = MemoryRecord(id="given-1", scope=scope, text="a given id")
     batch[777] = bad.make(777)
     with pytest.raises(bad.error, match=rf"records\[777\].*{bad.match}"):
         await memory.add(batch)
@@ -152,6 +155,21 @@ async def test_a_store_without_expiry_refuses_an_expiring_record_in_a_batch(tmp_
     with pytest.raises(UnsupportedCapability, match=r"records\[4\]\.expires_at"):
         await memory.add(batch)
     assert store.calls == []
+
+
+async def test_unvalidated_records_are_checked_one_by_one(db_path: str, driver: str) -> None:
+    memory = SQLiteMemory(db_path, driver=driver)
+    scope = MemoryScope(user_id="ann")
+    batch = [MemoryRecord(scope=scope, text=f"fine {i}") for i in range(100)]
+    # Built without validation, as a careless host might: a naive created_at cannot be compared with now.
+    batch[60] = MemoryRecord.model_construct(scope=scope, text="naive", created_at=datetime(2020, 1, 1))
+    with pytest.raises(TypeError):
+        await memory.add(batch)
+    batch[60] = MemoryRecord.model_construct(scope=scope, text="x" * 40_000, created_at=utcnow())
+    with pytest.raises(InvalidInput, match=r"records\[60\]\.text is 40,000 characters"):
+        await memory.add(batch)
+    assert memory.store.stats()["records"] == 0
+    await memory.aclose()
 
 
 async def test_a_custom_limits_subclass_is_asked_about_every_record(db_path: str, driver: str) -> None:
