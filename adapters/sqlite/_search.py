@@ -277,16 +277,28 @@ def with_previous(
                 mode, read[rid][3][:prefix], read[prev][3][:prefix], (read[rid][0] - read[prev][0]) / 1e6, gap=gap
             )
         }
-    wanted = list({*previous, *previous.values()})
-    vecs: dict[int, F32] = {}
-    for chunk in chunks(wanted):
-        found_rows = conn.execute(f"SELECT rid, vec FROM vectors WHERE rid IN ({','.join('?' * len(chunk))})", chunk)
-        vecs.update((int(rid), np.frombuffer(blob, dtype=np.float32)) for rid, blob in found_rows)
-    parts = {
-        rid: (float(vecs[prev] @ qvec), float(vecs[prev] @ vecs[rid]))
-        for rid, prev in previous.items()
-        if rid in vecs and prev in vecs and len(vecs[prev]) == len(qvec) == len(vecs[rid])
-    }
+    if not previous:
+        return vector
+    # One matrix of the vectors read (those of the query's dimension), two products for every pair at once.
+    row: dict[int, int] = {}
+    blobs: list[bytes] = []
+    size = len(qvec) * 4
+    for chunk in chunks(list({*previous, *previous.values()})):
+        for rid, blob in conn.execute(
+            f"SELECT rid, vec FROM vectors WHERE rid IN ({','.join('?' * len(chunk))})", chunk
+        ):
+            if len(blob) == size:
+                row[int(rid)] = len(blobs)
+                blobs.append(blob)
+    pairs = [(rid, prev) for rid, prev in previous.items() if rid in row and prev in row]
+    if not pairs:
+        return vector
+    matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), len(qvec))
+    mine = matrix[[row[rid] for rid, _ in pairs]]
+    prior = matrix[[row[prev] for _, prev in pairs]]
+    to_query = (prior @ qvec).tolist()
+    to_record = np.einsum("ij,ij->i", prior, mine).tolist()
+    parts = {rid: (to_query[i], to_record[i]) for i, (rid, _) in enumerate(pairs)}
     return ranking.mix_previous(vector, parts, weight=weight)
 
 

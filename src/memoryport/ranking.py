@@ -32,6 +32,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import operator
@@ -855,11 +856,24 @@ def is_reply(text: str, previous_text: str) -> bool:
         >>> is_reply("Ann: And I loved it.", "Ann: Yes, twice!"), is_reply("Yes, twice!", "Ben: Did you?")
         (False, False)
     """
-    speaker = speaker_of(text)
+    speaker = _speaker_of_head(_head(text))
     if speaker is None:
         return False
-    before = speaker_of(previous_text)
-    return before is not None and before.casefold() != speaker.casefold()
+    before = _speaker_of_head(_head(previous_text))
+    return before is not None and before != speaker
+
+
+def _head(text: str) -> str:
+    """What :func:`speaker_of` reads of ``text``: up to its first colon and the character after it."""
+    cut = text.find(":", 0, SPEAKER_PREFIX)
+    return text[: cut + 2] if cut >= 0 else ""
+
+
+@functools.lru_cache(maxsize=1024)
+def _speaker_of_head(head: str) -> str | None:
+    """:func:`speaker_of` a :func:`_head`, case-folded (a conversation has few speakers: cached)."""
+    speaker = speaker_of(head) if head else None
+    return None if speaker is None else speaker.casefold()
 
 
 def mixes_previous(
