@@ -19,6 +19,7 @@ has exactly one right record; the table gives recall@1/@3/@5 (the share of
 questions whose record is among the first k hits) and MRR@10, per search mode.
 
     python benchmarks/facts_recall.py [--users 60] [--facts 25] [--cache DIR] [--embed-questions] [--json FILE]
+    python benchmarks/facts_recall.py --cache DIR --variants '{"keys off": {"context_key_weight": 0}}'  # options
 
 With ``--cache`` the embeddings are kept between runs (per-query times then
 exclude embedding the question unless ``--embed-questions``).
@@ -214,6 +215,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="memoryport-facts-"))
     modes = args.modes
     memories = {m: SQLiteMemory(folder / "facts.db", embedder=embedder, search_mode=m) for m in modes}
+    for name, options in (args.variants or {}).items():
+        # Any store options, side by side on the same records, e.g. '{"keys off": {"context_key_weight": 0}}'.
+        memories[name] = SQLiteMemory(folder / "facts.db", embedder=embedder, **options)
     writer = memories[modes[0]]
     by_user: dict[str, list[Fact]] = {}
     for f in facts:
@@ -229,7 +233,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         embedder.live = True
     result: dict[str, Any] = {"users": args.users, "facts": len(facts), "seed": args.seed,
                               "embedder": embedder.name, "modes": {}}
-    for mode in modes:
+    for mode in memories:
         ranks: list[int | None] = []
         latency: list[float] = []
         for f in facts:
@@ -265,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=None, help="keep embeddings in this folder between runs")
     ap.add_argument("--embed-questions", action="store_true", help="with --cache: embed each question in the run")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument("--variants", type=json.loads, default={},
+                    help='JSON: row name -> SQLiteMemory options, e.g. \'{"k0": {"context_key_weight": 0}}\'')
     args = ap.parse_args(argv)
     result = asyncio.run(run(args))
     print(f"# {result['users']} users, {result['facts']} facts (seed {result['seed']}), embedder {result['embedder']}")

@@ -34,7 +34,8 @@ both backends rank identical vectors, so their recall can be compared.
 
 ``--ablation`` switches the ranking steps of ``memoryport.ranking``
 off and on in turn (stopwords, fusion by scores instead of ranks, neighbours,
-dates, sessions, speakers named in the question, questions asking when, the previous turn's vector)
+dates, sessions, speakers named in the question, questions asking when, contextual keyword keys,
+the previous turn's vector)
 to show what each gained.
 ``--baseline`` adds a hybrid row without the session step, asked question
 by question beside the default (latency ratios from one run);
@@ -206,7 +207,7 @@ class CachedEmbedder:
 
 
 ABLATION = ["naive", "+stopwords", "+score fusion", "+neighbours", "+dates", "+sessions", "+speakers",
-            "+when questions", "+previous turn (replies)"]
+            "+when questions", "+previous turn (replies)", "+contextual keys"]
 
 
 class CuratedSearch:
@@ -243,11 +244,10 @@ def configure_ranking(step: str, memories: dict[str, Any] | None = None) -> None
     original = configure_ranking.__dict__.setdefault(
         "original",
         (ranking.STOPWORDS, ranking.fuse, ranking.NEIGHBOUR_WEIGHT, ranking.DATE_WEIGHT, ranking.PREVIOUS_WEIGHT,
-         ranking.SESSION_WEIGHT, ranking.SPEAKER_WEIGHT, ranking.TIME_WEIGHT),
+         ranking.SESSION_WEIGHT, ranking.SPEAKER_WEIGHT, ranking.TIME_WEIGHT, ranking.CONTEXT_KEY_WEIGHT),
     )
-    stopwords, fuse, neighbour_weight, date_weight, previous_weight, session_weight, speaker_weight, time_weight = (
-        original
-    )
+    (stopwords, fuse, neighbour_weight, date_weight, previous_weight, session_weight, speaker_weight, time_weight,
+     key_weight) = original
     level = ABLATION.index(step)
 
     def rank_fusion(keyword: Any, vector: Any, **_: Any) -> Any:
@@ -265,6 +265,8 @@ def configure_ranking(step: str, memories: dict[str, Any] | None = None) -> None
             store.date_weight = date_weight if level >= 4 else 0.0
         if hasattr(store, "previous_weight"):
             store.previous_weight = previous_weight if level >= 8 else 0.0
+        if hasattr(store, "context_key_weight"):
+            store.context_key_weight = key_weight if level >= 9 else 0.0
         if hasattr(store, "session_weight"):
             store.session_weight = session_weight if level >= 5 else 0.0
         if hasattr(store, "speaker_weight"):

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 from memoryport._embedding import EmbeddingPort
 from memoryport._guard import GuardedMemory, GuardOptions, retention_period
 from memoryport.ranking import (
+    CONTEXT_KEY_WEIGHT,
+    CONTEXT_KEY_WINDOW,
     DATE_WEIGHT,
     NEIGHBOUR_WEIGHT,
     NEIGHBOUR_WINDOW,
@@ -59,6 +61,8 @@ def PostgresMemory(
     session_gap: timedelta = SESSION_GAP,
     speaker_weight: float = SPEAKER_WEIGHT,
     time_weight: float = TIME_WEIGHT,
+    context_key_weight: float = CONTEXT_KEY_WEIGHT,
+    context_key_window: int = CONTEXT_KEY_WINDOW,
     **guard: Unpack[GuardOptions],
 ) -> GuardedMemory[PostgresStore]:
     """Long-term memory in PostgreSQL: full-text and pgvector search, row-level security, real erasure.
@@ -114,6 +118,9 @@ def PostgresMemory(
             keys of replies mixed with the previous record's, the lift of a strong match's session, of the turns
             of a speaker the query names and, for a query asking when, of records naming a time, as
             in :class:`~memoryport.SQLiteMemory` (same core ranking, same defaults).
+        context_key_weight, context_key_window: contextual keyword keys (the
+            query words a record's neighbours hold and it lacks, credited at
+            this share of their IDF), as in :class:`~memoryport.SQLiteMemory`.
         **guard: the guard's options (:class:`~memoryport.GuardOptions`);
             ``retention_days`` also makes the store's own queries skip older records.
 
@@ -153,6 +160,8 @@ def PostgresMemory(
         session_gap=session_gap,
         speaker_weight=speaker_weight,
         time_weight=time_weight,
+        context_key_weight=context_key_weight,
+        context_key_window=context_key_window,
     )
     return GuardedMemory(store, **guard)
 

@@ -33,6 +33,7 @@ async def keyword_ranking(
     filters: Filters | None,
     now: datetime,
     span: tuple[datetime | None, datetime | None] = (None, None),
+    idf: dict[str, float] | None = None,
 ) -> list[tuple[int, float]]:
     """(rid, BM25) best first, over the scope's user's own statistics (as SQLite's per-user BM25).
 
@@ -40,6 +41,8 @@ async def keyword_ranking(
     safe) go through the schema's text-search configuration, so they are
     stemmed as the records were; OR semantics: a record with any word is a
     candidate, ranked by the summed IDF of its words times BM25's length factor.
+    ``idf``: filled with the IDF of each query word found in the user's records
+    (one more statement, only when asked).
     """
     terms = ranking.query_terms(query)
     if not terms:
@@ -85,4 +88,25 @@ async def keyword_ranking(
     """
     params = [lexemes, tenant(scope.user_id), k1 + 1.0, k1, b, b, *where.params, limit]
     await cur.execute(sql, params)
-    return [(int(rid), float(score)) for rid, score in await cur.fetchall()]
+    ranked = [(int(rid), float(score)) for rid, score in await cur.fetchall()]
+    if idf is not None and ranked:
+        idf.update(await _idf(store, cur, terms, scope))
+    return ranked
+
+
+async def _idf(store: PostgresStore, cur: AsyncCursor[Any], terms: list[str], scope: MemoryScope) -> dict[str, float]:
+    """The BM25 IDF of each of ``terms`` found in the user's records (each word's own stem), as the ranking's."""
+    s = store.quoted_schema
+    await cur.execute(
+        f"""
+        SELECT q.t, count(DISTINCT p.rid),
+               (SELECT greatest(coalesce(max(t.n), 0), 1) FROM {s}.tenants t WHERE t.tenant = %s)
+        FROM unnest(%s::text[]) AS q(t)
+        CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector(
+            (SELECT value FROM {s}.meta WHERE key = 'text_search_config')::regconfig, q.t))) AS l
+        JOIN {s}.postings p ON p.key = {s}.tenant_prefix(%s) || l
+        GROUP BY q.t
+        """,
+        (tenant(scope.user_id), terms, scope.user_id),
+    )
+    return {str(term): ranking.bm25_idf(int(df), int(n)) for term, df, n in await cur.fetchall() if df}

@@ -65,25 +65,40 @@ async def search_hits(
     """The ``k`` best hits by ``mode`` (``keyword``, ``vector``, ``hybrid``); keyword when ``qvec`` is None."""
     now = utcnow()
     limit = max(k, store.candidates)
+    near: dict[int, list[tuple[int, int]]] = {}
+    idf: dict[str, float] | None = {} if _keys_on(store) else None
     if qvec is None or mode == "keyword":
-        keyword = await keyword_ranking(store, cur, query, scope, limit, filters, now, span)
+        keyword = await keyword_ranking(store, cur, query, scope, limit, filters, now, span, idf)
+        if idf:
+            near = await neighbours(store, cur, scope, [rid for rid, _ in keyword], filters, now, span)
+            keyword = await _context(store, cur, keyword, near, idf, admit=False)
         scored = list(ranking.normalise(keyword).items())
         signal = "keyword"
     elif mode == "vector":
         scored = await vector_ranking(store, cur, qvec, scope, k, filters, now, span)
         signal = "vector"
     else:
-        keyword = await keyword_ranking(store, cur, query, scope, limit, filters, now, span)
+        keyword = await keyword_ranking(store, cur, query, scope, limit, filters, now, span, idf)
         pool = limit * ranking.PREVIOUS_POOL if store.previous_weight else limit
         vector = await vector_ranking(store, cur, qvec, scope, pool, filters, now, span)
         if store.previous_weight:
             vector = (await with_previous(store, cur, scope, qvec, vector, filters, now, span))[:limit]
+        if idf:
+            # Every candidate's context counts, the vector side's too.
+            rids = list(dict.fromkeys(rid for rid, _ in [*keyword, *vector]))
+            near = await neighbours(store, cur, scope, rids, filters, now, span)
+            keyword = (
+                await _context(store, cur, keyword, near, idf, admit=store.context_key_admit, others=vector)
+            )[:limit]
         scored = ranking.fuse(keyword, vector)
         signal = "hybrid"
     if signal == "vector":
         ranked = scored[:k]
     else:
-        near = await neighbours(store, cur, scope, [rid for rid, _ in scored], filters, now, span)
+        rest = [rid for rid, _ in scored if rid not in near]
+        near.update(await neighbours(store, cur, scope, rest, filters, now, span))
+        if _keys_on(store) and store.context_key_window > store.context_window:
+            near = {rid: [(o, d) for o, d in found if d <= store.context_window] for rid, found in near.items()}
         ranked = ranking.spread_to_neighbours(
             scored, near, weight=store.context_weight, only_scored=signal == "keyword"
         )
@@ -92,6 +107,50 @@ async def search_hits(
     return [
         MemoryHit(record=record_from_row(rows[rid]), score=score, signal=signal) for rid, score in ranked if rid in rows
     ]
+
+
+def _keys_on(store: PostgresStore) -> bool:
+    """Whether contextual keyword keys (:func:`ranking.context_keys`) are on."""
+    return bool(store.context_key_weight) and store.context_key_window >= 1
+
+
+async def _context(
+    store: PostgresStore,
+    cur: AsyncCursor[Any],
+    keyword: list[tuple[int, float]],
+    near: dict[int, list[tuple[int, int]]],
+    idf: dict[str, float],
+    *,
+    admit: bool,
+    others: Sequence[tuple[int, float]] = (),
+) -> list[tuple[int, float]]:
+    """``keyword`` with contextual keys (:func:`ranking.context_keys`): the texts and times of the
+    candidates and their neighbours in one statement."""
+    rids = list({*near, *(other for found in near.values() for other, _ in found)})
+    if not rids:
+        return keyword
+    await cur.execute(
+        f"SELECT r.rid, r.created_at, r.session_id, r.agent_id, r.text FROM {store.quoted_schema}.records r "
+        "WHERE r.rid = ANY(%s)",
+        (rids,),
+    )
+    when: dict[int, tuple[Hashable, datetime]] = {}
+    texts: dict[int, str] = {}
+    for rid, at, session, agent, text in await cur.fetchall():
+        when[int(rid)] = ((session, agent), at)
+        texts[int(rid)] = text
+    return ranking.context_keys(
+        keyword,
+        near,
+        texts,
+        idf,
+        weight=store.context_key_weight,
+        window=store.context_key_window,
+        when=when,
+        gap=store.session_gap,
+        admit=admit,
+        others=[rid for rid, _ in others],
+    )
 
 
 async def with_previous(
@@ -176,9 +235,14 @@ async def neighbours(
     now: datetime,
     span: Span = (None, None),
 ) -> dict[int, list[tuple[int, int]]]:
-    """rid -> (rid, distance) of the live records of its exact scope written just before and after it."""
-    window = store.context_window
-    if not rids or not store.context_weight or window < 1:
+    """rid -> (rid, distance) of the live records of its exact scope written just before and after it.
+
+    As far as the wider of the neighbour lift's window and contextual keys' reaches.
+    """
+    weight, window = store.context_weight, store.context_window if store.context_weight else 0
+    if _keys_on(store):
+        weight, window = max(weight, store.context_key_weight), max(window, store.context_key_window)
+    if not rids or not weight or window < 1:
         return {}
     found = await sides(store, cur, scope, rids, filters, now, span, window=window)
     return {rid: [pair for side in both for pair in side] for rid, both in found.items()}

@@ -97,6 +97,8 @@ class PostgresStore:
         session_gap: timedelta = ranking.SESSION_GAP,
         speaker_weight: float = ranking.SPEAKER_WEIGHT,
         time_weight: float = ranking.TIME_WEIGHT,
+        context_key_weight: float = ranking.CONTEXT_KEY_WEIGHT,
+        context_key_window: int = ranking.CONTEXT_KEY_WINDOW,
     ) -> None:
         if embedder is not None and not isinstance(embedder, EmbeddingPort):
             raise UsageError(f"embedder must be an EmbeddingPort, not {type(embedder).__name__}")
@@ -118,6 +120,8 @@ class PostgresStore:
         session_weight = check_number(session_weight, "session_weight", minimum=0.0, maximum=1.0)
         speaker_weight = check_number(speaker_weight, "speaker_weight", minimum=0.0, maximum=1.0)
         time_weight = check_number(time_weight, "time_weight", minimum=0.0, maximum=1.0)
+        context_key_weight = check_number(context_key_weight, "context_key_weight", minimum=0.0, maximum=1.0)
+        check_int(context_key_window, "context_key_window", minimum=0)
         session_gap = check_duration(session_gap, "session_gap")
         if not (durability is None or (isinstance(durability, str) and durability in DURABILITY)):
             raise InvalidInput(
@@ -160,6 +164,11 @@ class PostgresStore:
         self.session_weight = session_weight
         self.speaker_weight = speaker_weight
         self.time_weight = time_weight
+        self.context_key_weight = context_key_weight
+        self.context_key_window = context_key_window
+        # Measurement only (docs/retrieval.md): False keeps hybrid search from letting records into the
+        # keyword list by their contextual credit alone.
+        self.context_key_admit = True
         self.session_gap = session_gap
         self.rls_enforced: bool | None = None
         caps = {

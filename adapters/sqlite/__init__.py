@@ -18,6 +18,8 @@ from memoryport._guard import GuardedMemory, GuardOptions, retention_period
 from memoryport._rerank import RerankerPort
 from memoryport._sync import run_sync
 from memoryport.ranking import (
+    CONTEXT_KEY_WEIGHT,
+    CONTEXT_KEY_WINDOW,
     DATE_WEIGHT,
     NEIGHBOUR_WEIGHT,
     NEIGHBOUR_WINDOW,
@@ -75,6 +77,8 @@ def SQLiteMemory(
     session_gap: timedelta = SESSION_GAP,
     speaker_weight: float = SPEAKER_WEIGHT,
     time_weight: float = TIME_WEIGHT,
+    context_key_weight: float = CONTEXT_KEY_WEIGHT,
+    context_key_window: int = CONTEXT_KEY_WINDOW,
     **guard: Unpack[GuardOptions],
 ) -> GuardedMemory[SQLiteStore]:
     """Long-term memory in one SQLite file: FTS5 keyword search, optional vectors, real erasure.
@@ -177,6 +181,16 @@ def SQLiteMemory(
             time ("yesterday", "last week", a weekday, a month, a year):
             :func:`memoryport.ranking.time_boost`. Other queries are
             unaffected. 0 turns it off.
+        context_key_weight: contextual keyword keys for keyword and hybrid
+            search: a record is credited this share of the IDF of each query
+            word that a record of its session within ``context_key_window``
+            holds and it does not (:func:`memoryport.ranking.context_keys`),
+            as if its keyword key held its neighbours' words; in hybrid
+            search such a record can become a keyword candidate by that
+            credit alone. Computed at search time from the texts the
+            neighbour lookup reads: nothing is stored. Needs FTS5 (the LIKE
+            fallback has no IDF). 0 turns it off.
+        context_key_window: how many records on each side lend their words.
         **guard: the guard's options (:class:`~memoryport.GuardOptions`);
             ``retention_days`` also makes the store delete records past it on
             every write to their user and on ``purge()``.
@@ -219,6 +233,8 @@ def SQLiteMemory(
         session_gap=session_gap,
         speaker_weight=speaker_weight,
         time_weight=time_weight,
+        context_key_weight=context_key_weight,
+        context_key_window=context_key_window,
     )
     return GuardedMemory(store, **guard)
 

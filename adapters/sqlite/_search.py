@@ -91,11 +91,14 @@ def search_hits(
     limit = max(k, store.candidates)
     times: Times = {}
     if mode == "keyword" or (qvec is None and pending is None):
-        scored = list(
-            ranking.normalise(keyword_ranking(conn, store.keyword_index, query, scope, limit, filters, now)).items()
-        )
+        idf: dict[str, float] | None = {} if _keys_on(store) else None
+        keyword = keyword_ranking(conn, store.keyword_index, query, scope, limit, filters, now, idf)
+        # Contextual keys read every candidate's neighbours; the lift alone needs links among them only.
+        near = _near(store, conn, [rid for rid, _ in keyword], filters, now, times, among=not idf)
+        if idf:
+            keyword = _context(store, keyword, near, times, idf, admit=False)
+        scored = list(ranking.normalise(keyword).items())
         signal = "keyword"
-        near = _near(store, conn, [rid for rid, _ in scored], filters, now, times, among=True)
     elif mode == "vector":
         # Pure cosine similarity: the scores keep their meaning, no neighbours.
         assert qvec is not None  # mode "vector" comes with a vector (the line above took the rest)
@@ -109,7 +112,7 @@ def search_hits(
     else:
         # Keyword search re-ranks its own matches only: every hit still contains a query word.
         ranked = ranking.spread_to_neighbours(
-            scored, near, weight=store.context_weight, only_scored=signal == "keyword"
+            scored, _lift_near(store, near), weight=store.context_weight, only_scored=signal == "keyword"
         )
         ranked = placed(conn, query, ranked, store, times, k)[:k]
     rows = rows_by_rid(conn, [rid for rid, _ in ranked])
@@ -148,7 +151,8 @@ def _hybrid(
     if qvec is None and pending is not None and pending.done():
         qvec, pending = pending.result(), None
     job = None if qvec is None else store.numpy.submit(vector_job(store, conn, qvec, scope, pool, filters, now))
-    keyword = keyword_ranking(conn, store.keyword_index, query, scope, limit, filters, now)
+    idf: dict[str, float] | None = {} if _keys_on(store) else None
+    keyword = keyword_ranking(conn, store.keyword_index, query, scope, limit, filters, now, idf)
     # When the embedder failed, the keyword ranking stands alone; keyword search looks up fewer
     # neighbours (links among its own matches only), but every candidate's full list gives the same ranking.
     near = _near(store, conn, [rid for rid, _ in keyword], filters, now, times)
@@ -157,6 +161,8 @@ def _hybrid(
     else:
         qvec = None if pending is None else pending.result()  # embedded in the meantime
         if qvec is None:
+            if idf:
+                keyword = _context(store, keyword, near, times, idf, admit=False)
             return list(ranking.normalise(keyword).items()), near, "keyword"
         vector = vector_job(store, conn, qvec, scope, pool, filters, now)()  # nothing left to run beside it
     words = {rid for rid, _ in keyword}
@@ -172,18 +178,67 @@ def _hybrid(
             mode=store.previous_mode, gap=store.session_gap, near=near if store.context_window >= 1 else None,
             times=times,
         )[:limit]  # fmt: skip
+    if idf:
+        # Every candidate's context counts, the vector side's too: look their neighbours up first.
+        near.update(_near(store, conn, [rid for rid, _ in vector if rid not in near], filters, now, times))
+        keyword = _context(store, keyword, near, times, idf, admit=store.context_key_admit, others=vector)
+        if store.min_similarity > 0:
+            # A record no query word matches still needs the floor: only vector candidates that passed it enter.
+            passed = {rid for rid, _ in vector}
+            keyword = [(rid, score) for rid, score in keyword if rid in words or rid in passed]
+        keyword = keyword[:limit]
     scored = ranking.fuse(keyword, vector)
     near.update(_near(store, conn, [rid for rid, _ in scored if rid not in near], filters, now, times))
     return scored, near, "hybrid"
 
 
+def _keys_on(store: SQLiteStore) -> bool:
+    """Whether contextual keyword keys (:func:`ranking.context_keys`) are on."""
+    return bool(store.context_key_weight) and store.context_key_window >= 1 and store.keyword_index == "fts5"
+
+
+def _context(
+    store: SQLiteStore,
+    keyword: list[tuple[int, float]],
+    near: dict[int, list[tuple[int, int]]],
+    times: Times,
+    idf: dict[str, float],
+    *,
+    admit: bool,
+    others: Sequence[tuple[int, float]] = (),
+) -> list[tuple[int, float]]:
+    """``keyword`` with contextual keys (:func:`ranking.context_keys`), from what the neighbour lookup read."""
+    when = {rid: ((session, agent), at / 1e6) for rid, (at, session, agent, _) in times.items()}
+    texts = {rid: text for rid, (_, _, _, text) in times.items()}
+    return ranking.context_keys(
+        keyword,
+        near,
+        texts,
+        idf,
+        weight=store.context_key_weight,
+        window=store.context_key_window,
+        when=when if store.session_gap else None,
+        gap=store.session_gap,
+        admit=admit,
+        others=[rid for rid, _ in others],
+    )
+
+
+def _lift_near(store: SQLiteStore, near: dict[int, list[tuple[int, int]]]) -> dict[int, list[tuple[int, int]]]:
+    """``near`` cut to the neighbour lift's window (the lookup may have read farther, for contextual keys)."""
+    if not _keys_on(store) or store.context_key_window <= store.context_window:
+        return near
+    return {rid: [(other, d) for other, d in found if d <= store.context_window] for rid, found in near.items()}
+
+
 def _near(
     store: SQLiteStore, conn: Conn, rids: Sequence[int], filters: Cond, now: int, times: Times, *, among: bool = False
 ) -> dict[int, list[tuple[int, int]]]:
-    """:func:`neighbours` with the store's weight and window."""
-    return neighbours(
-        conn, rids, filters, now, weight=store.context_weight, window=store.context_window, among=among, times=times
-    )
+    """:func:`neighbours` with the store's weight and window (the wider of the lift's and contextual keys')."""
+    weight, window = store.context_weight, store.context_window if store.context_weight else 0
+    if _keys_on(store):
+        weight, window = max(weight, store.context_key_weight), max(window, store.context_key_window)
+    return neighbours(conn, rids, filters, now, weight=weight, window=window, among=among, times=times)
 
 
 def vector_job(

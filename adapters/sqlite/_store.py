@@ -347,6 +347,8 @@ class SQLiteStore:
         session_gap: timedelta = ranking.SESSION_GAP,
         speaker_weight: float = ranking.SPEAKER_WEIGHT,
         time_weight: float = ranking.TIME_WEIGHT,
+        context_key_weight: float = ranking.CONTEXT_KEY_WEIGHT,
+        context_key_window: int = ranking.CONTEXT_KEY_WINDOW,
     ) -> None:
         if not isinstance(durability, str) or durability not in DURABILITY:
             raise InvalidInput(
@@ -379,6 +381,8 @@ class SQLiteStore:
         session_weight = check_number(session_weight, "session_weight", minimum=0.0, maximum=1.0)
         speaker_weight = check_number(speaker_weight, "speaker_weight", minimum=0.0, maximum=1.0)
         time_weight = check_number(time_weight, "time_weight", minimum=0.0, maximum=1.0)
+        context_key_weight = check_number(context_key_weight, "context_key_weight", minimum=0.0, maximum=1.0)
+        context_key_window = check_int(context_key_window, "context_key_window", minimum=0)
         session_gap = check_duration(session_gap, "session_gap")
         if search_mode not in ("hybrid", "vector", "keyword"):
             raise InvalidInput("search_mode must be 'hybrid', 'vector' or 'keyword'", field="search_mode")
@@ -404,6 +408,11 @@ class SQLiteStore:
         self.session_weight = session_weight
         self.speaker_weight = speaker_weight
         self.time_weight = time_weight
+        self.context_key_weight = context_key_weight
+        self.context_key_window = context_key_window
+        # Measurement only (docs/retrieval.md): False keeps hybrid search from letting records into the
+        # keyword list by their contextual credit alone.
+        self.context_key_admit = True
         self.session_gap = session_gap
         self._closed = False
         self._builds: dict[str, threading.Thread] = {}

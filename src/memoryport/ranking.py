@@ -32,7 +32,9 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import logging
 import math
 import operator
@@ -47,6 +49,8 @@ from ._rerank import RerankerPort, check_scores
 __all__ = [
     "BM25_B",
     "BM25_K1",
+    "CONTEXT_KEY_WEIGHT",
+    "CONTEXT_KEY_WINDOW",
     "DATE_GRACE",
     "DATE_SCALE",
     "DATE_WEIGHT",
@@ -63,6 +67,7 @@ __all__ = [
     "STOPWORDS",
     "bm25_idf",
     "bm25_length_factor",
+    "context_keys",
     "date_boost",
     "fuse",
     "is_reply",
@@ -901,6 +906,153 @@ def mixes_previous(
     if mode != "replies":
         raise ValueError(f"mode must be one of {', '.join(map(repr, PREVIOUS_MODES))}")
     return 0.0 <= seconds < gap.total_seconds() and is_reply(text, previous_text)
+
+
+CONTEXT_KEY_WEIGHT = 0.4
+"""The share of a query word's IDF :func:`context_keys` credits to a record whose neighbours hold the word (0: off)."""
+
+CONTEXT_KEY_WINDOW = 2
+"""How many records on each side of a record :func:`context_keys` reads its context from."""
+
+
+def context_keys(
+    keyword: Sequence[tuple[K, float]],
+    near: Mapping[K, Sequence[tuple[K, int]]],
+    texts: Mapping[K, str],
+    idf: Mapping[str, float],
+    *,
+    weight: float = CONTEXT_KEY_WEIGHT,
+    window: int = CONTEXT_KEY_WINDOW,
+    when: Mapping[K, tuple[Hashable, datetime | float]] | None = None,
+    gap: timedelta = SESSION_GAP,
+    admit: bool = True,
+    others: Sequence[K] = (),
+) -> list[tuple[K, float]]:
+    """Keyword scores with each record credited the query words its neighbours hold and it lacks, and re-rank.
+
+    A turn of a conversation is often about words said just before or after
+    it: "What did Ann paint?" matches "Ann: I took up painting." while the
+    answer is the next turn, "A sunset over the lake." Each record gets
+    ``weight`` times the IDF of every query word that a record within
+    ``window`` of it (the same exact scope and the same session) holds and
+    it does not, as if its keyword key also held its context; each word
+    counts once however many neighbours hold it. Nothing is stored: the
+    store passes the texts of its candidates and their neighbours, which it
+    reads anyway for the neighbour lift.
+
+    A word is one of :func:`query_terms`, matched in a text as a whole word,
+    case ignored, without stemming (so a record holding "walked" may be
+    credited "walks", which a stemming keyword engine already matched in it);
+    only words in ``idf`` count (the store's keyword engine found them in the
+    scope: their IDF there).
+
+    Args:
+        keyword: ``(key, score)`` pairs of the keyword side, best first (raw BM25-like scores: IDF sums).
+        near: key -> ``(neighbour key, distance)`` pairs for each record whose
+            neighbours were looked up (its exact scope, alive, matching the
+            search's filters): only these links count, in both directions.
+        texts: key -> text, for the keys and their neighbours; keys missing here hold no word.
+        idf: query word -> its IDF in the searched records.
+        weight: the share of each IDF credited (0 returns ``keyword`` as it is).
+        window: the farthest neighbour that counts (distance 1 is adjacent).
+        when: key -> ``(group, created_at)``, as in :func:`session_boost`: a
+            neighbour counts only when both are known here and in one session
+            (:func:`sessions_of`); None: every neighbour within ``window`` counts.
+        gap: the pause that separates two sessions.
+        admit: whether records outside ``keyword`` (a candidate of another
+            side, or a candidate's neighbour) may enter with their credit alone.
+        others: the other candidates, best first (the vector side's): they
+            come after ``keyword`` in the order that breaks ties, then any other
+            key of ``near``, then the neighbours, in the order of ``near``'s lists.
+
+    Returns:
+        ``(key, score)`` pairs, best first; ties broken as said for ``others``.
+
+    Example:
+        >>> texts = {1: "Bo: What do you paint?", 2: "Ann: Sunsets, mostly.", 3: "Ann: I love the lake."}
+        >>> near = {1: [(2, 1), (3, 2)], 2: [(1, 1), (3, 1)]}
+        >>> ranked = context_keys([(1, 1.5), (2, 0.4), (3, 0.4)], near, texts, {"paint": 1.5, "ann": 0.4}, weight=0.6)
+        >>> [(key, round(score, 2)) for key, score in ranked]  # "What does Ann paint?"
+        [(1, 1.74), (2, 1.3), (3, 1.3)]
+    """
+    if weight < 0:
+        raise ValueError("weight must not be negative")
+    if not weight or window < 1 or not idf or not near:
+        return list(keyword)
+    session = None if when is None else sessions_of(when, gap=gap)
+    pairs: list[tuple[K, K]] = []
+    for key, found in near.items():
+        mine = None if session is None else session.get(key)
+        if session is not None and mine is None:
+            continue
+        pairs.extend(
+            (key, other)
+            for other, distance in found
+            if distance <= window and other != key and (session is None or session.get(other) == mine)
+        )
+    if not pairs:
+        return list(keyword)
+    keys = list(dict.fromkeys(key for pair in pairs for key in pair))
+    held = _holders(keys, texts, list(idf))
+    if not held:
+        return list(keyword)
+    # A link lends words both ways; each word counts once per record.
+    context: dict[K, set[str]] = {}
+    for a, b in pairs:
+        if b in held:
+            context.setdefault(a, set()).update(held[b])
+        if a in held:
+            context.setdefault(b, set()).update(held[a])
+    scores: dict[K, float] = dict(keyword)
+    for key, words in context.items():
+        if not admit and key not in scores:
+            continue
+        own = held.get(key)
+        if own is not None:
+            words -= own
+        if words:
+            scores[key] = scores.get(key, 0.0) + weight * sum(map(idf.__getitem__, words))
+    # Ties are broken by a fixed order that depends on the inputs' lists, not on a set's or a
+    # mapping's iteration order: keyword keys, ``others``, then their neighbours as first met in
+    # their ``near`` lists (only then, for keys reached no other way, ``near``'s own order).
+    order: dict[K, int] = {key: i for i, (key, _) in enumerate(keyword)}
+    if len(scores) > len(order):
+        for key in others:
+            if key in scores:
+                order.setdefault(key, len(order))
+        for key in [*(key for key, _ in keyword), *others, *near]:
+            if key in scores:
+                order.setdefault(key, len(order))
+            for other, _ in near.get(key, ()):
+                if other in scores:
+                    order.setdefault(other, len(order))
+    return sorted(scores.items(), key=lambda kv: (-kv[1], order[kv[0]]))
+
+
+def _holders(keys: Sequence[K], texts: Mapping[K, str], words: Sequence[str]) -> dict[K, set[str]]:
+    """key -> which of ``words`` its text holds as whole words (case ignored), for the keys holding any.
+
+    One lower-cased string of all the texts, searched once per word: far
+    cheaper than splitting every text into words. No stemming: a light
+    English stemmer on both sides measured worse on LoCoMo (71.4 / 80.3
+    against 72.0 / 81.0 hybrid R@5 / R@10).
+    """
+    lowered = [texts.get(key, "").lower() for key in keys]
+    starts = list(itertools.accumulate((len(text) + 1 for text in lowered[:-1]), initial=0))
+    blob = "\n".join(lowered)
+    end = len(blob)
+    held: dict[K, set[str]] = {}
+    for word in words:
+        if not word.isalnum():
+            continue  # not a word query_terms gives (empty, or with a separator in it)
+        lower = word.lower()
+        at = blob.find(lower)
+        while at >= 0:
+            after = at + len(lower)
+            if (at == 0 or not blob[at - 1].isalnum()) and (after == end or not blob[after].isalnum()):
+                held.setdefault(keys[bisect.bisect_right(starts, at) - 1], set()).add(word)
+            at = blob.find(lower, at + 1)
+    return held
 
 
 def _best_first(scored: list[tuple[K, float]]) -> list[tuple[K, float]]:

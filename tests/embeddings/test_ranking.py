@@ -363,7 +363,7 @@ def test_session_weight_lifts_the_session_of_the_best_match(
 ) -> None:
     from datetime import timedelta
 
-    memory = SQLiteMemory(f"{tmp_path}/k.db", session_weight=weight, context_weight=0)
+    memory = SQLiteMemory(f"{tmp_path}/k.db", session_weight=weight, context_weight=0, context_key_weight=0)
     t0 = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
     memory.add_sync([MemoryRecord(scope=ANN, text=t, created_at=t0 + timedelta(seconds=s)) for t, s in DAYS])
     found = texts(memory.search_sync("Lisbon food", scope=ANN, k=3))
@@ -394,14 +394,16 @@ TURNS = [
 def test_speaker_weight_lifts_the_turns_of_the_speaker_the_query_names(
     tmp_path: object, weight: float, first: str
 ) -> None:
-    memory = SQLiteMemory(f"{tmp_path}/k.db", speaker_weight=weight, session_weight=0, context_weight=0)
+    memory = SQLiteMemory(
+        f"{tmp_path}/k.db", speaker_weight=weight, session_weight=0, context_weight=0, context_key_weight=0
+    )
     memory.add_sync([MemoryRecord(scope=ANN, text=t, metadata={"tag": tag}) for t, tag in TURNS])
     hits = memory.search_sync("How was Jon's fair?", scope=ANN, k=3)
     assert hits[0].record.metadata["tag"] == first
     assert {h.record.metadata["tag"] for h in hits} == {"greets", "jon", "gina"}
     # a query naming nobody, or records without a speaker prefix, rank as before
     plain = memory.search_sync("fair", scope=ANN, k=3)
-    off = SQLiteMemory(f"{tmp_path}/k.db", speaker_weight=0, session_weight=0, context_weight=0)
+    off = SQLiteMemory(f"{tmp_path}/k.db", speaker_weight=0, session_weight=0, context_weight=0, context_key_weight=0)
     before = off.search_sync("fair", scope=ANN, k=3)
     assert [(h.record.id, h.score) for h in plain] == [(h.record.id, h.score) for h in before]
     memory.close()
@@ -426,7 +428,9 @@ def test_speaker_and_time_weight_defaults_and_checks(tmp_path: object) -> None:
 def test_time_weight_lifts_records_naming_a_time_for_when_questions(
     tmp_path: object, weight: float, first: str
 ) -> None:
-    memory = SQLiteMemory(f"{tmp_path}/t.db", time_weight=weight, session_weight=0, context_weight=0)
+    memory = SQLiteMemory(
+        f"{tmp_path}/t.db", time_weight=weight, session_weight=0, context_weight=0, context_key_weight=0
+    )
     talk = [("The pottery class is calming.", "plain"), ("I joined the pottery class on Friday.", "told"),
             ("Pottery.", "short")]  # fmt: skip
     memory.add_sync([MemoryRecord(scope=ANN, text=t, metadata={"tag": tag}) for t, tag in talk])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -161,7 +162,7 @@ async def test_the_session_lift_ranks_alike(pg: Server, tmp_path: Path, mode: st
     days = [("ann flew to lisbon for the weekend", 0, "trip"), ("the food was good", 3 * 86_400, "later"),
             ("the food was good", 60, "same"), ("a long day of rain", 5 * 86_400, "rain")]  # fmt: skip
     embedder = bow_embedder()
-    options = {"session_weight": 0.3, "context_weight": 0.0, "search_mode": mode}
+    options = {"session_weight": 0.3, "context_weight": 0.0, "context_key_weight": 0.0, "search_mode": mode}
     sqlite = SQLiteMemory(tmp_path / "s.db", embedder=embedder, **options)  # type: ignore[arg-type]
     postgres = PostgresMemory(pg.app_dsn, embedder=embedder, schema=fresh_schema(), **options)  # type: ignore[arg-type]
     try:
@@ -217,3 +218,102 @@ async def test_the_speaker_and_time_lifts_rank_alike(pg: Server, tmp_path: Path,
     finally:
         await sqlite.aclose()
         await postgres.aclose()
+
+
+def _context_scenario(case: str) -> tuple[list[MemoryRecord], dict[str, Any]]:
+    """As tests/sqlite/test_sqlite_context_keys.py: X beats Y only if the lender before X lends it "beta"."""
+    from datetime import timedelta
+
+    from memoryport._records import utcnow
+
+    base = utcnow() - timedelta(hours=3)
+    at = [base + timedelta(minutes=m) for m in range(7)]
+    ann = MemoryScope(user_id="ann")
+    lender: dict[str, Any] = {"scope": ann, "text": "beta", "metadata": {"kind": "note"}, "created_at": at[1]}
+    search: dict[str, Any] = {"filters": {"kind": "note"}}
+    if case == "other user":
+        lender["scope"] = MemoryScope(user_id="bob")
+    elif case == "other session scope":
+        lender["scope"] = MemoryScope(user_id="ann", session_id="s2")
+    elif case == "expired":
+        lender["expires_at"] = utcnow() - timedelta(minutes=1)
+    elif case == "filtered out":
+        lender["metadata"] = {"kind": "other"}
+    elif case == "outside the time range":
+        search["since"] = at[1] + timedelta(seconds=30)
+    elif case == "another session (a pause)":
+        lender["created_at"] = at[1] - timedelta(hours=2)
+    note = {"kind": "note"}
+    records = [
+        MemoryRecord(**lender),
+        MemoryRecord(scope=ann, text="alpha note here", metadata={**note, "tag": "X"}, created_at=at[2]),
+        *(MemoryRecord(scope=ann, text=f"filler {w}", metadata=note, created_at=at[3 + i])
+          for i, w in enumerate(["one", "two", "three"])),
+        MemoryRecord(scope=ann, text="alpha note", metadata={**note, "tag": "Y"}, created_at=at[6]),
+    ]  # fmt: skip
+    return records, search
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+@pytest.mark.parametrize(
+    "case",
+    ["lends", "other user", "other session scope", "expired", "filtered out", "outside the time range",
+     "another session (a pause)"],
+)  # fmt: skip
+async def test_contextual_keys_rank_alike_and_never_cross_scope_or_filters(
+    pg: Server, tmp_path: Path, mode: str, case: str
+) -> None:
+    ann = MemoryScope(user_id="ann")
+    embedder = bow_embedder()
+    options: dict[str, Any] = {"search_mode": mode, "context_weight": 0.0, "session_weight": 0.0,
+                               "speaker_weight": 0.0, "time_weight": 0.0}  # fmt: skip
+    sqlite = SQLiteMemory(tmp_path / "c.db", embedder=embedder, **options)
+    postgres = PostgresMemory(pg.app_dsn, embedder=embedder, schema=fresh_schema(), **options)
+    try:
+        records, search = _context_scenario(case)
+        for memory in (sqlite, postgres):
+            await memory.add(records)
+            hits = await memory.search("alpha beta", scope=ann, k=10, **search)
+            order = [h.record.metadata["tag"] for h in hits if "tag" in h.record.metadata]
+            assert order == (["X", "Y"] if case == "lends" else ["Y", "X"]), (memory, case, hits)
+    finally:
+        await sqlite.aclose()
+        await postgres.aclose()
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+async def test_contextual_keys_agree_on_a_conversation(pg: Server, tmp_path: Path, mode: str) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    rng = random.Random(11)
+    ann = MemoryScope(user_id="ann")
+    start = datetime(2024, 3, 1, 9, tzinfo=timezone.utc)
+    # sessions of 12 turns a day apart, turns a minute apart
+    records = [
+        MemoryRecord(scope=ann, text=" ".join(rng.sample(WORDS, 3)) + f" turn{i}",
+                     created_at=start + timedelta(days=i // 12, minutes=i % 12))
+        for i in range(96)
+    ]  # fmt: skip
+    embedder = bow_embedder()
+    on: dict[str, Any] = {"search_mode": mode, "speaker_weight": 0.0, "time_weight": 0.0}
+    sqlite = SQLiteMemory(tmp_path / "a.db", embedder=embedder, **on)
+    postgres = PostgresMemory(pg.app_dsn, embedder=embedder, schema=fresh_schema(), **on)
+    sqlite_off = SQLiteMemory(tmp_path / "a.db", embedder=embedder, context_key_weight=0.0, **on)
+    try:
+        for memory in (sqlite, postgres):
+            await memory.add(records)
+        same_first = overlap = changed = 0
+        queries = [" ".join(rng.sample(WORDS, 2)) for _ in range(20)]
+        for query in queries:
+            a = [h.record.text for h in await sqlite.search(query, scope=ann, k=5)]
+            b = [h.record.text for h in await postgres.search(query, scope=ann, k=5)]
+            c = [h.record.text for h in await sqlite_off.search(query, scope=ann, k=5)]
+            same_first += a[0] == b[0]
+            overlap += len(set(a) & set(b))
+            changed += a != c
+        assert changed, "contextual keys changed no ranking: the test shows nothing"
+        assert same_first >= 0.8 * len(queries), (mode, same_first)
+        assert overlap >= 0.8 * 5 * len(queries), (mode, overlap)
+    finally:
+        for memory in (sqlite, postgres, sqlite_off):
+            await memory.aclose()

@@ -105,18 +105,36 @@ def _reference(
         limit = max(k, store.candidates)
         pool = limit * ranking.PREVIOUS_POOL if store.previous_weight else limit
         vector = _search.vector_job(store, conn, qvec, scope, pool, filters, now)()
-        keyword = keyword_ranking(conn, store.keyword_index, query, scope, limit, filters, now)
+        idf: dict[str, float] = {}
+        keyword = keyword_ranking(conn, store.keyword_index, query, scope, limit, filters, now, idf)
+        words = {rid for rid, _ in keyword}
         if store.min_similarity > 0:
-            words = {rid for rid, _ in keyword}
             vector = [(rid, cos) for rid, cos in vector if rid in words or cos >= store.min_similarity]
         if store.previous_weight:
             vector = _search.with_previous(
                 conn, qvec, vector, filters, now, store.previous_weight, mode=store.previous_mode, gap=store.session_gap
             )[:limit]
+        # The neighbours reach as far as the wider of the lift's and contextual keys' windows.
+        weight, window = store.context_weight, store.context_window if store.context_weight else 0
+        if store.context_key_weight:
+            weight, window = max(weight, store.context_key_weight), max(window, store.context_key_window)
+        if store.context_key_weight and idf:
+            times: dict[int, Any] = {}
+            candidates = list(dict.fromkeys(rid for rid, _ in [*keyword, *vector]))
+            near = _search.neighbours(conn, candidates, filters, now, weight=weight, window=window, times=times)
+            texts = {rid: t[3] for rid, t in times.items()}
+            when = {rid: ((t[1], t[2]), t[0] / 1e6) for rid, t in times.items()}
+            keyword = ranking.context_keys(
+                keyword, near, texts, idf, weight=store.context_key_weight, window=store.context_key_window,
+                when=when, gap=store.session_gap, others=[rid for rid, _ in vector],
+            )  # fmt: skip
+            if store.min_similarity > 0:
+                passed = {rid for rid, _ in vector}
+                keyword = [(rid, score) for rid, score in keyword if rid in words or rid in passed]
+            keyword = keyword[:limit]
         scored = ranking.fuse(keyword, vector)
-        near = _search.neighbours(
-            conn, [rid for rid, _ in scored], filters, now, weight=store.context_weight, window=store.context_window
-        )
+        near = _search.neighbours(conn, [rid for rid, _ in scored], filters, now, weight=weight, window=window)
+        near = {rid: [(o, d) for o, d in found if d <= store.context_window] for rid, found in near.items()}
         ranked = ranking.spread_to_neighbours(scored, near, weight=store.context_weight)
         return _search.placed(conn, query, ranked, store)[:k]
 
