@@ -97,16 +97,25 @@ async def keyword_ranking(
 async def _idf(store: PostgresStore, cur: AsyncCursor[Any], terms: list[str], scope: MemoryScope) -> dict[str, float]:
     """The BM25 IDF of each of ``terms`` found in the user's records (each word's own stem), as the ranking's."""
     s = store.quoted_schema
+    # Each word's own stem, prefixed as the user's postings are (the prefix computed once), then the
+    # number of its postings through the postings' btree: one statement.
     await cur.execute(
         f"""
-        SELECT q.t, count(DISTINCT p.rid),
+        WITH pre AS MATERIALIZED (SELECT {s}.tenant_prefix(%s) AS p),
+        keys AS MATERIALIZED (
+            SELECT q.t, pre.p || l AS key FROM pre, unnest(%s::text[]) AS q(t),
+                unnest(tsvector_to_array(to_tsvector(
+                    (SELECT value FROM {s}.meta WHERE key = 'text_search_config')::regconfig, q.t))) AS l
+        )
+        SELECT keys.t, (SELECT count(*) FROM {s}.postings x WHERE x.key = keys.key),
                (SELECT greatest(coalesce(max(t.n), 0), 1) FROM {s}.tenants t WHERE t.tenant = %s)
-        FROM unnest(%s::text[]) AS q(t)
-        CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector(
-            (SELECT value FROM {s}.meta WHERE key = 'text_search_config')::regconfig, q.t))) AS l
-        JOIN {s}.postings p ON p.key = {s}.tenant_prefix(%s) || l
-        GROUP BY q.t
+        FROM keys
         """,
-        (tenant(scope.user_id), terms, scope.user_id),
+        (scope.user_id, terms, tenant(scope.user_id)),
     )
-    return {str(term): ranking.bm25_idf(int(df), int(n)) for term, df, n in await cur.fetchall() if df}
+    out: dict[str, float] = {}
+    for term, df, n in await cur.fetchall():
+        if df:
+            idf = ranking.bm25_idf(int(df), int(n))
+            out[str(term)] = min(idf, out.get(str(term), idf))  # a word of two stems: the commoner one's
+    return out
