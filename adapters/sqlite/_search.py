@@ -217,7 +217,7 @@ def _context(
         idf,
         weight=store.context_key_weight,
         window=store.context_key_window,
-        when=when if store.session_gap else None,
+        when=when,
         gap=store.session_gap,
         admit=admit,
         others=[rid for rid, _ in others],
