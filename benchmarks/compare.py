@@ -35,7 +35,9 @@ per-query time to each search figure for end-to-end latency with a local model.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 # Before numpy loads: OpenBLAS's idle workers otherwise spin for a while after every call and
@@ -46,7 +48,9 @@ os.environ.setdefault("MEM0_TELEMETRY", "False")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")  # Chroma (its Settings say so too)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("MEM0_DIR", tempfile.mkdtemp(prefix="memoryport-compare-mem0-"))
+if "MEM0_DIR" not in os.environ:  # mem0's history database; removed when the process ends
+    os.environ["MEM0_DIR"] = tempfile.mkdtemp(prefix="memoryport-compare-mem0-")
+    atexit.register(shutil.rmtree, os.environ["MEM0_DIR"], ignore_errors=True)
 
 import argparse
 import asyncio

@@ -25,6 +25,7 @@ import asyncio
 import hashlib
 import json
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -100,6 +101,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await timed("recall_no_reinforce", agent.recall(query, scope=scope, k=5, reinforce=False))
     await guard.aclose()
     stop()
+    shutil.rmtree(folder, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in times.items()}
     return {
         "size": args.size,

@@ -25,6 +25,7 @@ import asyncio
 import json
 import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -99,6 +100,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             if name in sizes:
                 sizes[name].append(len(result.text))
     await guard.aclose()
+    shutil.rmtree(folder, ignore_errors=True)
     medians = {name: statistics.median(values) for name, values in times.items()}
     return {
         "size": args.size,

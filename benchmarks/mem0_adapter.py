@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import hashlib
 import os
 import re
+import shutil
 import statistics
 import tempfile
 import time
@@ -28,7 +30,9 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("MEM0_TELEMETRY", "False")
-os.environ.setdefault("MEM0_DIR", tempfile.mkdtemp(prefix="memoryport-bench-"))
+if "MEM0_DIR" not in os.environ:  # mem0's history database; removed when the process ends
+    os.environ["MEM0_DIR"] = tempfile.mkdtemp(prefix="memoryport-bench-")
+    atexit.register(shutil.rmtree, os.environ["MEM0_DIR"], ignore_errors=True)
 
 import numpy as np
 

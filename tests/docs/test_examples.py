@@ -55,8 +55,13 @@ PYTEST_OUTPUT: dict[str, list[str]] = {
 
 def _env(home: Path) -> dict[str, str]:
     env = dict(os.environ)
+    # Temporary folders a page makes (tempfile.mkdtemp) land under pytest's tmp_path,
+    # which pytest prunes, instead of piling up in the system's /tmp run after run.
+    scratch = home / "tmp"
+    scratch.mkdir(exist_ok=True)
     env.update(
         HOME=str(home),
+        TMPDIR=str(scratch),
         MEM0_TELEMETRY="False",
         MEM0_DIR=str(home / ".mem0"),
         GRAPHITI_TELEMETRY_ENABLED="false",
