@@ -479,22 +479,25 @@ def sides(
         return {}
     # Only the user's nearest NEIGHBOUR_SCAN records on each side are looked at, so a
     # selective filter or interleaved sessions cannot make this walk a user's whole history.
+    # The walk reads the (user_id, created_at) index alone (rid is its last column); the
+    # rows are read by rid for those walked until ``window`` pass (SQLite scans the walk
+    # in its order and stops there), not for every one of the NEIGHBOUR_SCAN.
     fsql, fparams = filter_sql(filters, alias="w", created="w.t")
     side = (
-        "(SELECT json_group_array(json_array(t, rid{text})) FROM (SELECT w.t AS t, w.rid AS rid, w.x AS x FROM ("
-        "SELECT n.created_at AS t, n.rid AS rid, n.session_id AS s, n.agent_id AS a, n.expires_at AS e, "
-        "{x} AS x "
+        "(SELECT json_group_array(json_array(t, rid{text})) FROM (SELECT w.t AS t, w.rid AS rid, {x} AS x FROM ("
+        "SELECT n.created_at AS t, n.rid AS rid "
         "FROM records n WHERE n.user_id IS c.user_id AND (n.created_at, n.rid) {op} (c.created_at, c.rid) "
-        "ORDER BY n.created_at {dir}, n.rid {dir} LIMIT {scan}) AS w "
-        "WHERE w.s IS c.session_id AND w.a IS c.agent_id AND (w.e IS NULL OR w.e > ?)" + fsql + " "
-        "ORDER BY w.t {dir}, w.rid {dir} LIMIT {window}))"
+        "ORDER BY n.created_at {dir}, n.rid {dir} LIMIT {scan}) AS w CROSS JOIN records o ON o.rid = w.rid "
+        "WHERE o.session_id IS c.session_id AND o.agent_id IS c.agent_id AND (o.expires_at IS NULL OR o.expires_at > ?)"
+        + fsql
+        + " ORDER BY w.t {dir}, w.rid {dir} LIMIT {window}))"
     )
     one_side = [now, *fparams]
     # LIMIT and OFFSET are written into the statement, never bound: SQLite
     # re-prepares a statement whose bound LIMIT changes at every execution
     # (callgrind: 427k instructions per run of this one for one rid, 64k with literals).
     # With ``times`` the neighbours' texts come along (the rows are read anyway).
-    text, x = (", x", "n.text") if times is not None else ("", "NULL")
+    text, x = (", x", "o.text") if times is not None else ("", "NULL")
     before = side.format(op="<", dir="DESC", scan=NEIGHBOUR_SCAN, window=int(window), text=text, x=x)
     later = side.format(op=">", dir="ASC", scan=NEIGHBOUR_SCAN, window=int(window), text=text, x=x) if after else "NULL"
     rows = conn.execute(
@@ -502,17 +505,27 @@ def sides(
         "FROM records c WHERE c.rid IN (SELECT value FROM json_each(?))",
         [*one_side, *(one_side if after else []), json.dumps(list(rids))],
     ).fetchall()
+    # Every side of every row in one parse: a json.loads per side cost more than the statement.
+    sides_of = json.loads("[" + ",".join([f"{b or '[]'},{a or '[]'}" for *_, b, a in rows]) + "]")
     out: dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]] = {}
-    for rid, at, session, agent, said, found_before, found_after in rows:
+    for i, (rid, at, session, agent, said, _, _) in enumerate(rows):
         # sorted here (by created_at, then rid: unique): an aggregate's input order is not guaranteed
-        near_first = (sorted(json.loads(found_before or "[]"), reverse=True), sorted(json.loads(found_after or "[]")))
-        b, a = ([(int(row[1]), d) for d, row in enumerate(side_rows, 1)] for side_rows in near_first)
-        out[int(rid)] = (b, a)
+        found_before, found_after = sides_of[2 * i], sides_of[2 * i + 1]
+        if len(found_before) > 1:
+            found_before.sort(reverse=True)
+        if len(found_after) > 1:
+            found_after.sort()
+        out[rid] = (
+            [(row[1], d) for d, row in enumerate(found_before, 1)],
+            [(row[1], d) for d, row in enumerate(found_after, 1)],
+        )
         if times is not None:
             # A neighbour shares the candidate's session and agent (the statement asks for the exact scope).
-            times[int(rid)] = (at, session, agent, said)
-            for side_rows in near_first:
-                times.update((int(other), (t, session, agent, x)) for t, other, x in side_rows)
+            times[rid] = (at, session, agent, said)
+            for t, other, said_there in found_before:
+                times[other] = (t, session, agent, said_there)
+            for t, other, said_there in found_after:
+                times[other] = (t, session, agent, said_there)
     return out
 
 
