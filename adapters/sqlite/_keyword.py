@@ -211,12 +211,22 @@ def bm25_file(
 
 def file_idf(conn: Conn, terms: Sequence[str], total: int) -> dict[str, float]:
     """The IDF of each of ``terms`` found in the file, as FTS5's ``bm25()`` weighs it (its scores are summed
-    with these): ``log((N - n + 0.5) / (n + 0.5))``, at least 1e-6. One statement per 100 words."""
+    with these): ``log((N - n + 0.5) / (n + 0.5))``, at least 1e-6. One statement per 100 words.
+
+    Each word's records are counted up to ``N // 2 + 1`` only: from there on the
+    logarithm is not positive and the IDF is 1e-6 whatever the count, so the
+    postings of a word most records hold are not read to the end.
+    """
     out: dict[str, float] = {}
+    cap = max(int(total), 0) // 2 + 1
     for part in chunks(list(terms), 100):
         phrases = ['body : "' + term.replace('"', '""') + '"' for term in part]
         counts = conn.execute(
-            "SELECT " + ", ".join(["(SELECT count(*) FROM records_fts WHERE records_fts MATCH ?)"] * len(phrases)),
+            "SELECT "
+            + ", ".join(
+                [f"(SELECT count(*) FROM (SELECT 1 FROM records_fts WHERE records_fts MATCH ? LIMIT {cap}))"]
+                * len(phrases)
+            ),
             phrases,
         ).fetchone()
         found = list(counts) if counts else [0] * len(part)

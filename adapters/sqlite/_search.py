@@ -208,8 +208,11 @@ def _context(
     others: Sequence[tuple[int, float]] = (),
 ) -> list[tuple[int, float]]:
     """``keyword`` with contextual keys (:func:`ranking.context_keys`), from what the neighbour lookup read."""
-    when = {rid: ((session, agent), at / 1e6) for rid, (at, session, agent, _) in times.items()}
-    texts = {rid: text for rid, (_, _, _, text) in times.items()}
+    when: dict[int, tuple[Hashable, float]] = {}
+    texts: dict[int, str] = {}
+    for rid, (at, session, agent, text) in times.items():  # one pass: cheaper than two comprehensions
+        when[rid] = ((session, agent), at / 1e6)
+        texts[rid] = text
     return ranking.context_keys(
         keyword,
         near,

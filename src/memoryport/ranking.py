@@ -88,6 +88,7 @@ __all__ = [
 K = TypeVar("K", bound=Hashable)
 
 _SCORE = operator.itemgetter(1)  # the score of a (key, score) pair
+_FIRST = operator.itemgetter(0)
 logger = logging.getLogger("memoryport")
 
 RRF_K = 60
@@ -627,12 +628,17 @@ def sessions_of(when: Mapping[K, tuple[Hashable, datetime | float]], *, gap: tim
     """
     by_group: dict[Hashable, list[tuple[float, K]]] = {}
     for key, (group, at) in when.items():
-        by_group.setdefault(group, []).append((at.timestamp() if isinstance(at, datetime) else float(at), key))
+        member = (at.timestamp() if isinstance(at, datetime) else float(at), key)
+        members = by_group.get(group)
+        if members is None:
+            by_group[group] = [member]
+        else:
+            members.append(member)
     seconds = gap.total_seconds()
     out: dict[K, int] = {}
     number = -1
     for members in by_group.values():
-        members.sort(key=lambda m: m[0])
+        members.sort(key=_FIRST)  # by time alone: keys need not be comparable; ties keep their order
         last: float | None = None
         for at, key in members:
             if last is None or at - last >= seconds:
@@ -982,31 +988,37 @@ def context_keys(
     session = None if when is None else sessions_of(when, gap=gap)
     pairs: list[tuple[K, K]] = []
     for key, found in near.items():
-        mine = None if session is None else session.get(key)
-        if session is not None and mine is None:
+        if session is None:
+            pairs.extend((key, other) for other, distance in found if distance <= window and other != key)
             continue
-        pairs.extend(
-            (key, other)
-            for other, distance in found
-            if distance <= window and other != key and (session is None or session.get(other) == mine)
-        )
+        mine = session.get(key)
+        if mine is None:
+            continue
+        for other, distance in found:
+            if distance <= window and other != key and session.get(other) == mine:
+                pairs.append((key, other))
     if not pairs:
         return list(keyword)
-    keys = list(dict.fromkeys(key for pair in pairs for key in pair))
+    keys = list(dict.fromkeys(itertools.chain.from_iterable(pairs)))
     held = _holders(keys, texts, list(idf))
     if not held:
         return list(keyword)
-    # A link lends words both ways; each word counts once per record.
+    scores: dict[K, float] = dict(keyword)
+    # A link lends words both ways; each word counts once per record. Without ``admit`` only
+    # the keyword candidates take any (a record outside them would be dropped below anyway).
     context: dict[K, set[str]] = {}
     for a, b in pairs:
-        if b in held:
-            context.setdefault(a, set()).update(held[b])
-        if a in held:
-            context.setdefault(b, set()).update(held[a])
-    scores: dict[K, float] = dict(keyword)
+        if b in held and (admit or a in scores):
+            words = context.get(a)
+            if words is None:
+                words = context[a] = set()
+            words.update(held[b])
+        if a in held and (admit or b in scores):
+            words = context.get(b)
+            if words is None:
+                words = context[b] = set()
+            words.update(held[a])
     for key, words in context.items():
-        if not admit and key not in scores:
-            continue
         own = held.get(key)
         if own is not None:
             words -= own
@@ -1016,6 +1028,7 @@ def context_keys(
     # mapping's iteration order: keyword keys, ``others``, then their neighbours as first met in
     # their ``near`` lists (only then, for keys reached no other way, ``near``'s own order).
     order: dict[K, int] = {key: i for i, (key, _) in enumerate(keyword)}
+    unique = len(order) == len(keyword)
     if len(scores) > len(order):
         for key in others:
             if key in scores:
@@ -1026,6 +1039,10 @@ def context_keys(
             for other, _ in near.get(key, ()):
                 if other in scores:
                     order.setdefault(other, len(order))
+    if unique and len(order) == len(scores) and all(map(math.isfinite, scores.values())):
+        # ``order`` holds its keys in the order of their numbers (no key of ``keyword`` repeated),
+        # so a stable sort by score alone breaks ties the same way, without a key tuple per record.
+        return sorted([(key, scores[key]) for key in order], key=_SCORE, reverse=True)
     return sorted(scores.items(), key=lambda kv: (-kv[1], order[kv[0]]))
 
 

@@ -121,3 +121,27 @@ def test_the_like_fallback_ranks_as_without_keys(tmp_path: Path) -> None:
     assert [(h.record.id, h.score) for h in a] == [(h.record.id, h.score) for h in b]
     memory.close()
     off.close()
+
+
+@pytest.mark.parametrize("total", [0, 1, 9, 10])
+def test_file_idf_stops_counting_where_the_idf_is_clamped(tmp_path: Path, total: int) -> None:
+    """Each word's records are counted up to N // 2 + 1 only; the IDFs are those of the full counts."""
+    from memoryport.adapters.sqlite._keyword import _fts5_idf, file_idf
+
+    memory = SQLiteMemory(tmp_path / "i.db")
+    # word wK is held by K records (K from 0 to 10); "all" by every record
+    n = max(total, 10)
+    texts = [" ".join(["all", *(f"w{k}" for k in range(11) if i < k)]) for i in range(n)]
+    memory.add_sync([MemoryRecord(scope=ANN, text=t) for t in texts])
+    conn = memory.store.db.conn()
+    words = ["all", *(f"w{k}" for k in range(11)), "missing", 'q"uote']
+    full = {}
+    for word in words:
+        count = conn.execute(
+            "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?", ['body : "' + word.replace('"', '""') + '"']
+        ).fetchone()[0]
+        if count:
+            full[word] = _fts5_idf(int(count), total)
+    assert file_idf(conn, words, total) == full
+    assert set(full) == {"all", *(f"w{k}" for k in range(1, 11))}
+    memory.close()

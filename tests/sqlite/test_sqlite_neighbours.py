@@ -117,3 +117,64 @@ def test_keyword_search_ranks_as_with_every_neighbour(
     monkeypatch.setattr(_search, "neighbours", every)
     assert run() == fast
     assert ranking.NEIGHBOUR_WEIGHT > 0  # the lift is on by default, so the comparison means something
+
+
+def _reference_sides(
+    conn: object, rids: list[int], filters: Where | None, now: int, window: int
+) -> tuple[dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]], dict[int, tuple[object, ...]]]:
+    """The neighbour lookup by brute force in Python: every row read, the user's records sorted by time."""
+    rows = {
+        int(r[0]): r
+        for r in conn.execute(  # type: ignore[attr-defined]
+            "SELECT rid, user_id, session_id, agent_id, created_at, expires_at, text, "
+            "(SELECT json_extract(metadata, '$.n') FROM records x WHERE x.rid = records.rid) FROM records"
+        )
+    }
+    by_user: dict[object, list[int]] = {}
+    for rid, row in sorted(rows.items(), key=lambda kv: (kv[1][4], kv[0])):
+        by_user.setdefault(row[1], []).append(rid)
+
+    def passes(c: tuple[object, ...], o: tuple[object, ...]) -> bool:
+        if (o[2], o[3]) != (c[2], c[3]) or not (o[5] is None or o[5] > now):  # type: ignore[operator]
+            return False
+        wanted = (filters.filters or {}).get("n") if filters is not None else None
+        if wanted is None:
+            return True
+        return o[7] == wanted if not isinstance(wanted, dict) else o[7] >= wanted["$gte"]  # type: ignore[operator]
+
+    out: dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]] = {}
+    times: dict[int, tuple[object, ...]] = {}
+    for rid in rids:
+        c = rows[rid]
+        line = by_user[c[1]]
+        at = line.index(rid)
+        earlier = line[max(0, at - NEIGHBOUR_SCAN) : at][::-1]
+        later = line[at + 1 : at + 1 + NEIGHBOUR_SCAN]
+        b = [o for o in earlier if passes(c, rows[o])][:window]
+        a = [o for o in later if passes(c, rows[o])][:window]
+        out[rid] = ([(o, d) for d, o in enumerate(b, 1)], [(o, d) for d, o in enumerate(a, 1)])
+        for o in [rid, *b, *a]:
+            times[o] = (rows[o][4], rows[o][2], rows[o][3], rows[o][6])
+    return out, times
+
+
+@pytest.mark.parametrize("seed", [6, 7])
+def test_sides_match_a_brute_force_reference(db_path: str, driver: str, seed: int) -> None:
+    """The index walk (rows read by rid until the window is filled) and the one-parse reading of the sides give
+    what reading every row gives: ties, interleaved sessions and agents, expired records, filters, two users."""
+    memory = _fill(db_path, driver, seed)
+    conn = memory.store.db.conn()
+    rng = random.Random(seed)
+    all_rids = [int(r[0]) for r in conn.execute("SELECT rid FROM records")]
+    now = us(utcnow() + timedelta(days=2))
+    for filters in (None, Where.of({"n": 1}, None, None), Where.of({"n": {"$gte": 2}}, None, None)):
+        for size, window in ((1, 1), (7, 2), (60, 3), (300, 2)):
+            rids = rng.sample(all_rids, size)
+            times: _search.Times = {}
+            found = _search.sides(conn, rids, filters, now, window=window, times=times)
+            expected, expected_times = _reference_sides(conn, rids, filters, now, window)
+            assert found == expected
+            assert times == expected_times
+            before_only = _search.sides(conn, rids, filters, now, window=window, after=False)
+            assert before_only == {rid: (b, []) for rid, (b, _) in expected.items()}
+    memory.close()
