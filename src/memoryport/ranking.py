@@ -302,12 +302,18 @@ def spread_to_neighbours(
     out: dict[K, float] = dict(scores)
     order: dict[K, int] = {key: i for i, (key, _) in enumerate(scores)}
     if weight:
+        # weight * 0.5 ** (distance - 1) once per distance (the same float as computed inline)
+        share: dict[int, float] = {}
         for key, score in scores:
             for other, distance in neighbours.get(key, ()):
                 if only_scored and other not in order:
                     continue
-                order.setdefault(other, len(order))
-                out[other] = out.get(other, 0.0) + weight * 0.5 ** (distance - 1) * score
+                if other not in order:
+                    order[other] = len(order)
+                lift = share.get(distance)
+                if lift is None:
+                    lift = share[distance] = weight * 0.5 ** (distance - 1)
+                out[other] = out.get(other, 0.0) + lift * score
     if len(order) == len(scores):
         # ``out`` holds its keys in ``order``'s order (a new key enters both at once), so a stable sort
         # by score alone breaks ties by first appearance, without a key tuple per candidate.
@@ -1031,14 +1037,16 @@ def context_keys(
     unique = len(order) == len(keyword)
     if len(scores) > len(order):
         for key in others:
-            if key in scores:
-                order.setdefault(key, len(order))
+            if key not in order and key in scores:
+                order[key] = len(order)
         for key in [*(key for key, _ in keyword), *others, *near]:
-            if key in scores:
-                order.setdefault(key, len(order))
+            if len(order) == len(scores):
+                break  # every key has its number: the rest of the walk would give none
+            if key not in order and key in scores:
+                order[key] = len(order)
             for other, _ in near.get(key, ()):
-                if other in scores:
-                    order.setdefault(other, len(order))
+                if other not in order and other in scores:
+                    order[other] = len(order)
     if unique and len(order) == len(scores) and all(map(math.isfinite, scores.values())):
         # ``order`` holds its keys in the order of their numbers (no key of ``keyword`` repeated),
         # so a stable sort by score alone breaks ties the same way, without a key tuple per record.

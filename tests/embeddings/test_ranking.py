@@ -46,6 +46,32 @@ def test_fuse_weights_normalised_scores() -> None:
         fuse([], [], keyword_weight=1.5)
 
 
+def test_spread_to_neighbours_same_as_the_inline_formula() -> None:
+    """Each distance's share computed once gives the floats and order of ``weight * 0.5 ** (d - 1) * score``."""
+    import random
+
+    rng = random.Random(5)
+    for _ in range(300):
+        keys = rng.sample(range(60), rng.randint(1, 30))
+        scored = [(key, rng.choice([0.25, 0.5, 1.0, rng.random()])) for key in keys]
+        near = {
+            key: [(rng.randrange(80), rng.randint(1, 4)) for _ in range(rng.randint(0, 4))]
+            for key in rng.sample(keys, rng.randint(0, len(keys)))
+        }
+        weight, only = rng.choice([0.0, 0.3, 0.4]), rng.random() < 0.5
+        out: dict[int, float] = dict(scored)
+        order = {key: i for i, (key, _) in enumerate(scored)}
+        if weight:
+            for key, score in scored:
+                for other, distance in near.get(key, ()):
+                    if only and other not in order:
+                        continue
+                    order.setdefault(other, len(order))
+                    out[other] = out.get(other, 0.0) + weight * 0.5 ** (distance - 1) * score
+        want = sorted(out.items(), key=lambda kv: (-kv[1], order[kv[0]]))
+        assert spread_to_neighbours(scored, near, weight=weight, only_scored=only) == want
+
+
 def test_spread_to_neighbours() -> None:
     scored = [("hit", 1.0), ("weak", 0.3)]
     near = {"hit": [("before", 1), ("after", 1), ("far", 2)], "weak": [("hit", 1)]}
