@@ -176,7 +176,9 @@ class BertEncoder:
 
     def _layer_norm(self, x: F32, weight: F32, bias: F32) -> F32:
         """LayerNorm in place over the last axis."""
-        mean = x.mean(axis=1, keepdims=True)
+        # What x.mean gives (a pairwise sum, then one division), without its Python wrapper.
+        mean = np.add.reduce(x, axis=1, keepdims=True)
+        mean /= np.float32(x.shape[1])
         x -= mean
         var = np.einsum("ij,ij->i", x, x)[:, None]
         var *= np.float32(1.0 / x.shape[1])
@@ -213,14 +215,16 @@ class BertEncoder:
         lengths = [len(t) for t in ids]
         if min(lengths, default=1) < 1 or max(lengths, default=0) > c.max_positions:
             raise ValueError("token sequences must have 1..max_position_embeddings tokens")
-        flat_ids = np.concatenate(ids)
-        positions = np.concatenate([np.arange(n) for n in lengths])
-        x = self.word[flat_ids]
-        x += self.position[positions]
+        if len(ids) == 1:  # one text (a query): the same sums, without packing
+            x = self.word[ids[0]]
+            x += self.position[: lengths[0]]
+        else:
+            x = self.word[np.concatenate(ids)]
+            x += self.position[np.concatenate([np.arange(n) for n in lengths])]
         if type_ids is None:
             x += self.token_type[0]
         else:
-            x += self.token_type[np.concatenate(type_ids)]
+            x += self.token_type[type_ids[0] if len(type_ids) == 1 else np.concatenate(type_ids)]
         x = self._layer_norm(x, self.emb_ln_w, self.emb_ln_b)
         blocks = _attention_blocks(lengths)
         for layer in self.layers:
@@ -238,6 +242,8 @@ class BertEncoder:
             out += layer.down_b
             out += x
             x = self._layer_norm(out, layer.ln2_w, layer.ln2_b)
+        if len(lengths) == 1:
+            return [x]
         offsets = np.cumsum([0, *lengths])
         return [x[offsets[i] : offsets[i + 1]] for i in range(len(lengths))]
 
@@ -273,6 +279,8 @@ class BertEncoder:
             np.exp(scores, out=scores)
             scores /= scores.sum(axis=-1, keepdims=True)
             out = (scores @ v).transpose(0, 2, 1, 3).reshape(n, longest, hs)
+            if len(blocks) == 1 and mask is None:
+                return out.reshape(-1, hs)  # one block, no padding: already the packed context (a copy)
             if mask is None:
                 ctx[start:stop] = out.reshape(-1, hs)
             else:
@@ -320,13 +328,13 @@ def _gelu_erf_scaled(u: F32) -> None:
     poly *= t
     poly += _A1
     poly *= t
-    np.square(ax, out=ax)
-    np.negative(ax, out=ax)
-    np.exp(ax, out=ax)
-    poly *= ax  # 1 - erf(|u|)
+    np.square(ax, out=t)  # t is free again
+    np.negative(t, out=t)
+    np.exp(t, out=t)
+    poly *= t  # 1 - erf(|u|)
     np.subtract(1, poly, out=poly)  # erf(|u|)
-    np.copysign(poly, u, out=poly)  # erf(u)
-    poly *= u
+    # u*erf(u) = |u|*erf(|u|): the same bits as copysign then times u (IEEE products are sign-symmetric).
+    poly *= ax
     u += poly
 
 
