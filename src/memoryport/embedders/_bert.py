@@ -280,7 +280,8 @@ class BertEncoder:
             scores /= scores.sum(axis=-1, keepdims=True)
             out = (scores @ v).transpose(0, 2, 1, 3).reshape(n, longest, hs)
             if len(blocks) == 1 and mask is None:
-                return out.reshape(-1, hs)  # one block, no padding: already the packed context (a copy)
+                packed: F32 = out.reshape(-1, hs)  # one block, no padding: already the packed context (a copy)
+                return packed
             if mask is None:
                 ctx[start:stop] = out.reshape(-1, hs)
             else:
