@@ -561,8 +561,9 @@ async def search_section(args: argparse.Namespace, corpus: Corpus, folder: Path,
         )
     )
     emit(
-        "\nThe same calls in process CPU time (medians; every thread of the process, so a BLAS thread that spins"
-        " counts, and waits for a busy machine's scheduler do not):\n"
+        "\nThe same calls in process CPU time (medians; every thread of the process: waits for a busy machine's"
+        " scheduler do not count, but OpenBLAS's helper threads spin after each product and their CPU lands on"
+        " whichever call comes next, so read this table from a run with OPENBLAS_NUM_THREADS=1):\n"
     )
     header = ["records", "raw FTS5 CPU ms", "keyword CPU ms", "keyword / raw", "vector CPU ms", "hybrid CPU ms"]
     emit(table([*header, "hybrid / slower half"], floors_cpu))
