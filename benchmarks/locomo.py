@@ -176,7 +176,21 @@ class CachedEmbedder:
             with np.load(self.file) as z:
                 self.vectors = dict(zip(z["keys"].tolist(), z["rows"], strict=True))
         self.dirty = False
-        self.live = False  # True: questions are embedded in the run (timed), records still come from the cache
+        self._live = False
+
+    @property
+    def live(self) -> bool:
+        """True: questions are embedded in the run (timed), records still come from the cache."""
+        return self._live
+
+    @live.setter
+    def live(self, value: bool) -> None:
+        # Live, the inner embedder's blocking embed_sync shows through, as a store would see it unwrapped.
+        self._live = value
+        if value and callable(getattr(self.inner, "embed_sync", None)):
+            self.embed_sync = self.inner.embed_sync
+        else:
+            self.__dict__.pop("embed_sync", None)
 
     @property
     def name(self) -> str:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import functools
 import json
 import logging
@@ -31,7 +32,7 @@ import operator
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -42,7 +43,7 @@ from memoryport._errors import EmbedderMismatch, InvalidInput, UsageError
 from memoryport._port import Capability, SearchResults
 from memoryport._records import MemoryHit, MemoryRecord, MemoryScope, MemoryUpdate, SearchMode, utcnow
 from memoryport._rerank import RerankerPort
-from memoryport.storekit import chunks, duplicate_id, ids_of
+from memoryport.storekit import blocking_embed, chunks, duplicate_id, embed_unit_blocking, ids_of
 
 from . import _erasure
 from ._ann import REBUILD_GROWTH, AnnParams, build_index, drop_index, index_add
@@ -73,6 +74,14 @@ from ._where import Where, meta_row
 __all__ = ["SCHEMA_VERSION", "SQLiteStore", "reembed_file"]
 
 logger = logging.getLogger("memoryport")
+
+
+def _settle(pending: Future[F32 | None], qvec: F32 | None) -> None:
+    """Give ``pending`` its result unless it has one (the embedding thread and the search's end may race)."""
+    try:
+        pending.set_result(qvec)
+    except InvalidStateError:
+        pass
 T = TypeVar("T")
 
 #: Adds of at most this many records may commit on the caller's thread (``inline_writes``).
@@ -775,15 +784,22 @@ class SQLiteStore:
         the search ranks by keywords alone (mode ``keyword``), as before.
         """
         pending: Future[F32 | None] = Future()
+        task: asyncio.Task[None] | None = None
+        blocking = blocking_embed(embedder)
+        if blocking is not None:
+            # A blocking embedder (LocalEmbedder) runs in a thread that hands the vector to the
+            # worker itself: no hop through the event loop between the embedding and the vector half.
+            run = contextvars.copy_context().run  # usage events reach this operation's sink
+            asyncio.get_running_loop().run_in_executor(None, run, self._embed_into, embedder, blocking, query, pending)
+        else:
 
-        async def vector() -> None:
-            qvec = await self._embed_query(embedder, query)
-            if not pending.done():
-                pending.set_result(qvec)
+            async def vector() -> None:
+                _settle(pending, await self._embed_query(embedder, query))
 
-        task = asyncio.create_task(vector())
+            task = asyncio.create_task(vector())
         try:
-            await asyncio.sleep(0)  # lets an embedder that needs no thread or I/O finish first
+            if task is not None:
+                await asyncio.sleep(0)  # lets an embedder that needs no thread or I/O finish first
             hits = await self._run(
                 lambda: self.db.read(
                     lambda conn: search_hits(self, conn, query, None, "hybrid", scope, k, filters, pending=pending)
@@ -792,9 +808,25 @@ class SQLiteStore:
         finally:
             if not pending.done():
                 # The search failed or was cancelled before it waited for the vector: never leave a worker waiting.
-                pending.set_result(None)
-                task.cancel()
+                _settle(pending, None)
+                if task is not None:
+                    task.cancel()
         return hits, "hybrid" if pending.result() is not None else "keyword"
+
+    def _embed_into(
+        self, embedder: EmbeddingPort, blocking: Callable[[list[str]], Any], query: str, pending: Future[F32 | None]
+    ) -> None:
+        """:meth:`_embed_query` in this thread, through the embedder's ``embed_sync``, into ``pending``."""
+        qvec: F32 | None = None
+        try:
+            qvec = embed_unit_blocking(embedder, blocking, [query])[0]
+        except Exception as exc:
+            logger.warning(
+                "SQLite %s: the embedder failed during search (%s); searching by keywords only",
+                os.path.basename(self.path),
+                type(exc).__name__,
+            )
+        _settle(pending, qvec)
 
     def graph_port(self) -> SQLiteGraphStore:
         """The entity graph in this file (hosts hold ``KnowledgeGraph(memory)``; see ``docs/graph.md``)."""

@@ -32,7 +32,19 @@ from ._port import SearchResults
 from ._records import MemoryHit, MemoryRecord
 from ._time import parse_time
 
-__all__ = ["CHUNK", "Undo", "chunks", "duplicate_id", "embed_unit", "id_of", "ids_of", "parse_time", "recent"]
+__all__ = [
+    "CHUNK",
+    "Undo",
+    "blocking_embed",
+    "chunks",
+    "duplicate_id",
+    "embed_unit",
+    "embed_unit_blocking",
+    "id_of",
+    "ids_of",
+    "parse_time",
+    "recent",
+]
 
 if TYPE_CHECKING:
     import numpy as np
@@ -186,8 +198,6 @@ async def embed_unit(embedder: EmbeddingPort, texts: list[str]) -> npt.NDArray[n
         >>> [round(float(x), 3) for x in asyncio.run(embed_unit(twice, ["a"]))[0]]
         [0.707, 0.707]
     """
-    import numpy as np
-
     try:
         rows: Any = await embedder.embed(texts)
     except EmbeddingError:
@@ -196,7 +206,52 @@ async def embed_unit(embedder: EmbeddingPort, texts: list[str]) -> npt.NDArray[n
         raise EmbeddingError(
             f"embedder {embedder.name!r} failed: {type(exc).__name__}", backend=embedder.name, operation="embed"
         ) from exc
-    matrix = check_matrix(rows, len(texts), int(embedder.dim), embedder.name)
+    return _unit_rows(embedder, rows, len(texts))
+
+
+def blocking_embed(embedder: EmbeddingPort) -> Callable[[list[str]], Any] | None:
+    """The embedder's blocking ``embed_sync(texts)``, when it has one (:class:`~memoryport.LocalEmbedder`), else None.
+
+    A store may run it in a thread of its own and hand the vector on from that
+    thread (see :func:`embed_unit_blocking`), instead of awaiting :meth:`embed`
+    on the event loop: one thread hop less between the embedding and its use.
+
+    Example:
+        >>> from memoryport import CallableEmbedder
+        >>> blocking_embed(CallableEmbedder(lambda texts: [[1.0]] * len(texts), dim=1, name="one")) is None
+        True
+    """
+    method = getattr(embedder, "embed_sync", None)
+    return method if callable(method) else None
+
+
+def embed_unit_blocking(embedder: EmbeddingPort, embed_sync: Callable[[list[str]], Any], texts: list[str]) -> Any:
+    """:func:`embed_unit` in the calling thread, through ``embed_sync`` (from :func:`blocking_embed`).
+
+    The same rows and the same errors: any failure, a wrong shape or a
+    non-finite value becomes :class:`~memoryport.EmbeddingError`.
+
+    Example:
+        >>> from memoryport import CallableEmbedder
+        >>> flat = CallableEmbedder(lambda texts: [[3.0, 3.0]] * len(texts), dim=2, name="flat")
+        >>> [round(float(x), 3) for x in embed_unit_blocking(flat, lambda texts: [[3.0, 3.0]], ["a"])[0]]
+        [0.707, 0.707]
+    """
+    try:
+        rows: Any = embed_sync(texts)
+    except EmbeddingError:
+        raise
+    except Exception as exc:
+        raise EmbeddingError(
+            f"embedder {embedder.name!r} failed: {type(exc).__name__}", backend=embedder.name, operation="embed"
+        ) from exc
+    return _unit_rows(embedder, rows, len(texts))
+
+
+def _unit_rows(embedder: EmbeddingPort, rows: Any, n: int) -> npt.NDArray[np.float32]:
+    import numpy as np
+
+    matrix = check_matrix(rows, n, int(embedder.dim), embedder.name)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     out = np.ascontiguousarray(matrix / np.maximum(norms, 1e-12), dtype=np.float32)
     if not np.isfinite(out).all():

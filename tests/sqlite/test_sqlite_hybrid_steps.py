@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
@@ -319,3 +320,93 @@ def test_later_steps_on_the_head_only_give_the_same_k_best(
         assert all(head >= 1 for _, head in cuts)
     finally:
         memory.close()
+
+
+class Blocking:
+    """An embedder with a blocking ``embed_sync`` beside ``embed``, as LocalEmbedder has: hybrid search runs
+    ``embed_sync`` in a thread that hands the vector to the worker itself (no hop through the event loop)."""
+
+    name = "bow"
+    dim = DIM
+
+    def __init__(self, *, fail: bool = False, gate: threading.Event | None = None) -> None:
+        self.fail, self.gate, self.calls = fail, gate, 0
+
+    async def embed(self, texts: Sequence[str]) -> Any:
+        return _embed(list(texts))
+
+    def embed_sync(self, texts: Sequence[str]) -> Any:
+        self.calls += 1
+        if self.gate is not None:
+            self.gate.wait(10)
+        time.sleep(0.003)  # long enough for the worker to start on the keyword half
+        if self.fail:
+            raise RuntimeError("model gone")
+        return _embed(list(texts))
+
+
+def test_blocking_embedder_gives_the_same_hits(db_path: str, driver: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    waited: list[bool] = []
+    hybrid = _search._hybrid
+
+    def spy(*args: Any) -> Any:
+        pending = args[4]
+        waited.append(pending is not None and not pending.done())
+        return hybrid(*args)
+
+    monkeypatch.setattr(_search, "_hybrid", spy)
+    embedder = Blocking()
+    memory: GuardedMemory[SQLiteStore] = SQLiteMemory(db_path, embedder=embedder, driver=driver)
+    try:
+        memory.add_sync(_records(11))
+        assert embedder.calls == 0  # adds embed through the port's async embed
+        for query, scope, filters in _cases():
+            hits = memory.search_sync(query, scope=scope, k=10, filters=filters)
+            assert hits.mode == "hybrid"
+            want = _reference(memory.store, query, _unit(query), scope, 10, filters)
+            assert _as_rids(memory.store, hits) == want, (query, scope, filters)
+        assert embedder.calls == len(_cases()) and any(waited)
+    finally:
+        memory.close()
+
+
+def test_blocking_embedder_that_fails_ranks_like_keyword_search(
+    db_path: str, driver: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    hybrid = SQLiteMemory(db_path, embedder=Blocking(fail=True), driver=driver)
+    keyword = SQLiteMemory(db_path, driver=driver, search_mode="keyword", embedder=Blocking())
+    try:
+        keyword.add_sync(_records(12))
+        for query, scope, filters in _cases():
+            got = hybrid.search_sync(query, scope=scope, k=10, filters=filters)
+            want = keyword.search_sync(query, scope=scope, k=10, filters=filters)
+            assert got.mode == "keyword"
+            assert [(h.record.id, h.score, h.signal) for h in got] == [(h.record.id, h.score, h.signal) for h in want]
+        assert "the embedder failed during search (EmbeddingError)" in caplog.text
+    finally:
+        hybrid.close()
+        keyword.close()
+
+
+def test_cancelled_search_with_a_blocking_embedder_never_leaves_a_worker_waiting(db_path: str, driver: str) -> None:
+    gate = threading.Event()
+    embedder = Blocking(gate=gate)
+
+    async def main() -> None:
+        memory = SQLiteMemory(db_path, embedder=embedder, driver=driver, workers=1)
+        try:
+            await memory.add(_records(3)[:50])
+            ann = MemoryScope(user_id="ann")
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(memory.search("tea river", scope=ann, k=5), 0.2)
+            start = time.perf_counter()
+            assert await asyncio.wait_for(memory.count(scope=ann), 10) > 0
+            assert time.perf_counter() - start < 10
+            gate.set()  # the embedding thread finishes: its late vector goes nowhere, without an error
+            hits = await asyncio.wait_for(memory.search("tea river", scope=ann, k=5), 10)
+            assert hits.mode == "hybrid"
+        finally:
+            gate.set()
+            await memory.aclose()
+
+    asyncio.run(main())
