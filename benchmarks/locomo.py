@@ -35,7 +35,7 @@ both backends rank identical vectors, so their recall can be compared.
 ``--ablation`` switches the ranking steps of ``memoryport.ranking``
 off and on in turn (stopwords, fusion by scores instead of ranks, neighbours,
 dates, sessions, speakers named in the question, questions asking when, contextual keyword keys,
-the previous turn's vector)
+the previous turn's vector, the length prior)
 to show what each gained.
 ``--baseline`` adds a hybrid row without the session step, asked question
 by question beside the default (latency ratios from one run);
@@ -221,7 +221,7 @@ class CachedEmbedder:
 
 
 ABLATION = ["naive", "+stopwords", "+score fusion", "+neighbours", "+dates", "+sessions", "+speakers",
-            "+when questions", "+previous turn (replies)", "+contextual keys"]
+            "+when questions", "+previous turn (replies)", "+contextual keys", "+length prior"]
 
 
 class CuratedSearch:
@@ -258,10 +258,11 @@ def configure_ranking(step: str, memories: dict[str, Any] | None = None) -> None
     original = configure_ranking.__dict__.setdefault(
         "original",
         (ranking.STOPWORDS, ranking.fuse, ranking.NEIGHBOUR_WEIGHT, ranking.DATE_WEIGHT, ranking.PREVIOUS_WEIGHT,
-         ranking.SESSION_WEIGHT, ranking.SPEAKER_WEIGHT, ranking.TIME_WEIGHT, ranking.CONTEXT_KEY_WEIGHT),
+         ranking.SESSION_WEIGHT, ranking.SPEAKER_WEIGHT, ranking.TIME_WEIGHT, ranking.CONTEXT_KEY_WEIGHT,
+         ranking.LENGTH_WEIGHT),
     )
     (stopwords, fuse, neighbour_weight, date_weight, previous_weight, session_weight, speaker_weight, time_weight,
-     key_weight) = original
+     key_weight, length_weight) = original
     level = ABLATION.index(step)
 
     def rank_fusion(keyword: Any, vector: Any, **_: Any) -> Any:
@@ -287,6 +288,8 @@ def configure_ranking(step: str, memories: dict[str, Any] | None = None) -> None
             store.speaker_weight = speaker_weight if level >= 6 else 0.0
         if hasattr(store, "time_weight"):
             store.time_weight = time_weight if level >= 7 else 0.0
+        if hasattr(store, "length_weight"):
+            store.length_weight = length_weight if level >= 10 else 0.0
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:

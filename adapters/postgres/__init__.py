@@ -16,6 +16,8 @@ from memoryport.ranking import (
     CONTEXT_KEY_WEIGHT,
     CONTEXT_KEY_WINDOW,
     DATE_WEIGHT,
+    LENGTH_PIVOT,
+    LENGTH_WEIGHT,
     NEIGHBOUR_WEIGHT,
     NEIGHBOUR_WINDOW,
     PREVIOUS_MODE,
@@ -63,6 +65,8 @@ def PostgresMemory(
     time_weight: float = TIME_WEIGHT,
     context_key_weight: float = CONTEXT_KEY_WEIGHT,
     context_key_window: int = CONTEXT_KEY_WINDOW,
+    length_weight: float = LENGTH_WEIGHT,
+    length_pivot: int = LENGTH_PIVOT,
     **guard: Unpack[GuardOptions],
 ) -> GuardedMemory[PostgresStore]:
     """Long-term memory in PostgreSQL: full-text and pgvector search, row-level security, real erasure.
@@ -121,6 +125,9 @@ def PostgresMemory(
         context_key_weight, context_key_window: contextual keyword keys (the
             query words a record's neighbours hold and it lacks, credited at
             this share of their IDF), as in :class:`~memoryport.SQLiteMemory`.
+        length_weight, length_pivot: the lift of longer records (at most
+            ``length_weight``, all of it from ``length_pivot`` characters),
+            as in :class:`~memoryport.SQLiteMemory`.
         **guard: the guard's options (:class:`~memoryport.GuardOptions`);
             ``retention_days`` also makes the store's own queries skip older records.
 
@@ -162,6 +169,8 @@ def PostgresMemory(
         time_weight=time_weight,
         context_key_weight=context_key_weight,
         context_key_window=context_key_window,
+        length_weight=length_weight,
+        length_pivot=length_pivot,
     )
     return GuardedMemory(store, **guard)
 

@@ -197,22 +197,31 @@ async def placed(
     """``ranked`` with sessions holding a strong match lifted (:func:`ranking.session_boost`), then the
     records written on the date the query names (:func:`ranking.date_boost`), then the turns of a speaker
     the query names (:func:`ranking.speaker_boost`), then, for a query asking when, the records that
-    mention a time (:func:`ranking.time_boost`)."""
+    mention a time (:func:`ranking.time_boost`), then the longer records (:func:`ranking.length_boost`)."""
     span = ranking.query_dates(query) if store.date_weight else None
-    if (span is None and not store.session_weight and not store.speaker_weight and not store.time_weight) or not ranked:
+    if (
+        span is None
+        and not store.session_weight
+        and not store.speaker_weight
+        and not store.time_weight
+        and not store.length_weight
+    ) or not ranked:
         return ranked
     # Texts: whole for a question asking when, else only the start that holds a speaker prefix.
     timed = bool(store.time_weight) and ranking.asks_when(query)
     text = ", r.text" if timed else f", substr(r.text, 1, {ranking.SPEAKER_PREFIX})" if store.speaker_weight else ""
+    # The length prior needs each text's length in characters (char_length: code points, as Python's len).
     await cur.execute(
-        f"SELECT r.rid, r.created_at, r.session_id, r.agent_id{text} FROM {store.quoted_schema}.records r "
-        "WHERE r.rid = ANY(%s)",
+        f"SELECT r.rid, r.created_at, r.session_id, r.agent_id, char_length(r.text){text} "
+        f"FROM {store.quoted_schema}.records r WHERE r.rid = ANY(%s)",
         ([rid for rid, _ in ranked],),
     )
     when: dict[int, tuple[Hashable, datetime]] = {}
     texts: dict[int, str] = {}
-    for rid, at, session, agent, *said in await cur.fetchall():
+    lengths: dict[int, int] = {}
+    for rid, at, session, agent, length, *said in await cur.fetchall():
         when[int(rid)] = ((session, agent), at.astimezone(timezone.utc))
+        lengths[int(rid)] = int(length)
         if said:
             texts[int(rid)] = said[0]
     if store.session_weight:
@@ -223,6 +232,8 @@ async def placed(
         ranked = ranking.speaker_boost(ranked, texts, query, weight=store.speaker_weight)
     if timed:
         ranked = ranking.time_boost(ranked, texts, query, weight=store.time_weight)
+    if store.length_weight:
+        ranked = ranking.length_boost(ranked, lengths, weight=store.length_weight, pivot=store.length_pivot)
     return ranked
 
 

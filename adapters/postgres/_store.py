@@ -99,6 +99,8 @@ class PostgresStore:
         time_weight: float = ranking.TIME_WEIGHT,
         context_key_weight: float = ranking.CONTEXT_KEY_WEIGHT,
         context_key_window: int = ranking.CONTEXT_KEY_WINDOW,
+        length_weight: float = ranking.LENGTH_WEIGHT,
+        length_pivot: int = ranking.LENGTH_PIVOT,
     ) -> None:
         if embedder is not None and not isinstance(embedder, EmbeddingPort):
             raise UsageError(f"embedder must be an EmbeddingPort, not {type(embedder).__name__}")
@@ -122,6 +124,8 @@ class PostgresStore:
         time_weight = check_number(time_weight, "time_weight", minimum=0.0, maximum=1.0)
         context_key_weight = check_number(context_key_weight, "context_key_weight", minimum=0.0, maximum=1.0)
         check_int(context_key_window, "context_key_window", minimum=0)
+        length_weight = check_number(length_weight, "length_weight", minimum=0.0, maximum=1.0)
+        check_int(length_pivot, "length_pivot", minimum=1)
         session_gap = check_duration(session_gap, "session_gap")
         if not (durability is None or (isinstance(durability, str) and durability in DURABILITY)):
             raise InvalidInput(
@@ -166,6 +170,8 @@ class PostgresStore:
         self.time_weight = time_weight
         self.context_key_weight = context_key_weight
         self.context_key_window = context_key_window
+        self.length_weight = length_weight
+        self.length_pivot = length_pivot
         # Measurement only (docs/retrieval.md): False keeps hybrid search from letting records into the
         # keyword list by their contextual credit alone.
         self.context_key_admit = True

@@ -21,6 +21,8 @@ from memoryport.ranking import (
     CONTEXT_KEY_WEIGHT,
     CONTEXT_KEY_WINDOW,
     DATE_WEIGHT,
+    LENGTH_PIVOT,
+    LENGTH_WEIGHT,
     NEIGHBOUR_WEIGHT,
     NEIGHBOUR_WINDOW,
     PREVIOUS_MODE,
@@ -79,6 +81,8 @@ def SQLiteMemory(
     time_weight: float = TIME_WEIGHT,
     context_key_weight: float = CONTEXT_KEY_WEIGHT,
     context_key_window: int = CONTEXT_KEY_WINDOW,
+    length_weight: float = LENGTH_WEIGHT,
+    length_pivot: int = LENGTH_PIVOT,
     **guard: Unpack[GuardOptions],
 ) -> GuardedMemory[SQLiteStore]:
     """Long-term memory in one SQLite file: FTS5 keyword search, optional vectors, real erasure.
@@ -191,6 +195,13 @@ def SQLiteMemory(
             neighbour lookup reads: nothing is stored. Needs FTS5 (the LIKE
             fallback has no IDF). 0 turns it off.
         context_key_window: how many records on each side lend their words.
+        length_weight: keyword and hybrid search add up to this to a
+            candidate for its length, ``length_weight × min(1, characters /
+            length_pivot)`` (:func:`memoryport.ranking.length_boost`): BM25
+            and cosine similarity favour short texts, while a longer record
+            is more often the one that answers. 0 turns it off.
+        length_pivot: the length in characters from which a record gets all
+            of ``length_weight`` (250).
         **guard: the guard's options (:class:`~memoryport.GuardOptions`);
             ``retention_days`` also makes the store delete records past it on
             every write to their user and on ``purge()``.
@@ -235,6 +246,8 @@ def SQLiteMemory(
         time_weight=time_weight,
         context_key_weight=context_key_weight,
         context_key_window=context_key_window,
+        length_weight=length_weight,
+        length_pivot=length_pivot,
     )
     return GuardedMemory(store, **guard)
 

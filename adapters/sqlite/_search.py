@@ -7,6 +7,7 @@ sees the same snapshot. Ranking itself (fusion, the neighbour lift) is
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -391,7 +392,7 @@ def placed(
     """``ranked`` with sessions holding a strong match lifted (:func:`ranking.session_boost`), then the
     records written on the date the query names (:func:`ranking.date_boost`), then the turns of a speaker
     the query names (:func:`ranking.speaker_boost`), then, for a query asking when, the records that
-    mention a time (:func:`ranking.time_boost`).
+    mention a time (:func:`ranking.time_boost`), then the longer records (:func:`ranking.length_boost`).
 
     ``times``: what the neighbour lookup already read (see :data:`Times`); only the rest is read here.
     ``k``: only the ``k`` best are wanted. The steps after the session step add at most their weight
@@ -401,7 +402,13 @@ def placed(
     (the session step: a candidate's lift depends on the others in its session) runs on all of them.
     """
     span = ranking.query_dates(query) if store.date_weight else None
-    if (span is None and not store.session_weight and not store.speaker_weight and not store.time_weight) or not ranked:
+    if (
+        span is None
+        and not store.session_weight
+        and not store.speaker_weight
+        and not store.time_weight
+        and not store.length_weight
+    ) or not ranked:
         return ranked
     # Times stay stored microseconds here (seconds for the session step): a datetime per candidate costs more.
     # Texts: whole for a question asking when, else only the start that holds a speaker prefix.
@@ -447,11 +454,19 @@ def placed(
             return ranking.time_boost(scored, texts, query, weight=store.time_weight)
 
         steps.append((store.time_weight, when_asked))
+    if store.length_weight:
+        steps.append((store.length_weight, functools.partial(_lengths, known, store.length_weight, store.length_pivot)))
     if k is not None and steps:
         ranked = ranking.within_reach(ranked, k, math.fsum(bound for bound, _ in steps))
     for _, step in steps:
         ranked = step(ranked)
     return ranked
+
+
+def _lengths(known: Times, weight: float, pivot: int, scored: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """``scored`` with the length prior (:func:`ranking.length_boost`), from the texts the lookups read."""
+    lengths = {rid: len(known[rid][3]) for rid, _ in scored if rid in known}
+    return ranking.length_boost(scored, lengths, weight=weight, pivot=pivot)
 
 
 def neighbours(

@@ -358,6 +358,8 @@ class SQLiteStore:
         time_weight: float = ranking.TIME_WEIGHT,
         context_key_weight: float = ranking.CONTEXT_KEY_WEIGHT,
         context_key_window: int = ranking.CONTEXT_KEY_WINDOW,
+        length_weight: float = ranking.LENGTH_WEIGHT,
+        length_pivot: int = ranking.LENGTH_PIVOT,
     ) -> None:
         if not isinstance(durability, str) or durability not in DURABILITY:
             raise InvalidInput(
@@ -392,6 +394,8 @@ class SQLiteStore:
         time_weight = check_number(time_weight, "time_weight", minimum=0.0, maximum=1.0)
         context_key_weight = check_number(context_key_weight, "context_key_weight", minimum=0.0, maximum=1.0)
         context_key_window = check_int(context_key_window, "context_key_window", minimum=0)
+        length_weight = check_number(length_weight, "length_weight", minimum=0.0, maximum=1.0)
+        length_pivot = check_int(length_pivot, "length_pivot", minimum=1)
         session_gap = check_duration(session_gap, "session_gap")
         if search_mode not in ("hybrid", "vector", "keyword"):
             raise InvalidInput("search_mode must be 'hybrid', 'vector' or 'keyword'", field="search_mode")
@@ -419,6 +423,8 @@ class SQLiteStore:
         self.time_weight = time_weight
         self.context_key_weight = context_key_weight
         self.context_key_window = context_key_window
+        self.length_weight = length_weight
+        self.length_pivot = length_pivot
         # Measurement only (docs/retrieval.md): False keeps hybrid search from letting records into the
         # keyword list by their contextual credit alone.
         self.context_key_admit = True

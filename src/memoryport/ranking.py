@@ -17,6 +17,8 @@ unit-tested) in one place. Nothing here touches a database or numpy:
 - :func:`query_dates` finds the calendar dates a query names ("on 7 July,
   2023", "in May 2022") and :func:`date_boost` lifts the candidates written
   in (or just after) that span, by their ``created_at``;
+- :func:`length_boost` lifts longer records a little (at most :data:`LENGTH_WEIGHT`):
+  a turn that tells something outranks a short one that only repeats the query's words;
 - :func:`rerank` orders fused candidates by a :class:`~memoryport.RerankerPort`
   and keeps the fused order (with a WARNING) when the reranker fails;
   :func:`rerank_pool` says how many candidates to fetch for it.
@@ -56,6 +58,8 @@ __all__ = [
     "DATE_SCALE",
     "DATE_WEIGHT",
     "KEYWORD_WEIGHT",
+    "LENGTH_PIVOT",
+    "LENGTH_WEIGHT",
     "NEIGHBOUR_WEIGHT",
     "NEIGHBOUR_WINDOW",
     "PREVIOUS_MODE",
@@ -72,6 +76,7 @@ __all__ = [
     "date_boost",
     "fuse",
     "is_reply",
+    "length_boost",
     "mix_previous",
     "mixes_previous",
     "normalise",
@@ -859,6 +864,57 @@ def time_boost(
     if not weight or not scores or not asks_when(query):
         return list(scores)
     out = [(key, score + weight if mentions_time(texts.get(key, "")) else score) for key, score in scores]
+    return _best_first(out)
+
+
+LENGTH_WEIGHT = 0.3
+"""What :func:`length_boost` adds at most to a candidate, for its length (0 turns it off)."""
+
+LENGTH_PIVOT = 250
+"""The length in characters from which :func:`length_boost` gives a candidate all of its weight."""
+
+
+def length_boost(
+    scores: Sequence[tuple[K, float]],
+    lengths: Mapping[K, int],
+    *,
+    weight: float = LENGTH_WEIGHT,
+    pivot: int = LENGTH_PIVOT,
+) -> list[tuple[K, float]]:
+    """Add ``weight × min(1, length / pivot)`` to each candidate, and re-rank: a prior for longer records.
+
+    BM25's length normalisation and cosine similarity both favour short
+    texts: a short line that holds the query's words ("Yeah, it's so cool to
+    have a friend like you!") outranks a longer one that tells something
+    ("I joined a church nearby, to feel closer to a community"), while what
+    answers a question is more often the longer one. This is the bias that
+    pivoted length normalisation corrects in classic retrieval (Singhal,
+    Buckley and Mitra, 1996): the chance that a text is relevant grows with
+    its length faster than the scores let it. The lift grows with the length
+    in characters (Unicode code points, any script) up to ``pivot`` and
+    stays there, so it is bounded, and a store of short texts of similar
+    length keeps its order.
+
+    Args:
+        scores: ``(key, score)`` pairs, best first (normalised scores).
+        lengths: key -> the record's text length in characters; keys missing here get nothing.
+        weight: the most a candidate gets (0 turns it off).
+        pivot: the length (characters, >= 1) from which a candidate gets all of ``weight``.
+
+    Returns:
+        ``(key, score)`` pairs, best first; ties broken by the input order.
+
+    Example:
+        >>> length_boost([("a", 1.0), ("b", 0.9)], {"a": 25, "b": 250}, weight=0.3, pivot=250)
+        [('b', 1.2), ('a', 1.03)]
+    """
+    if weight < 0:
+        raise ValueError("weight must not be negative")
+    if pivot < 1:
+        raise ValueError("pivot must be at least 1")
+    if not weight or not scores:
+        return list(scores)
+    out = [(key, score + weight * min(1.0, lengths.get(key, 0) / pivot)) for key, score in scores]
     return _best_first(out)
 
 

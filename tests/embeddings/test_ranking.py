@@ -340,7 +340,12 @@ def test_previous_weight_finds_a_reply_by_the_turn_before_it(
     tmp_path: object, weight: float, reply_first: bool
 ) -> None:
     memory = SQLiteMemory(
-        f"{tmp_path}/p.db", embedder=trip_embedder(), previous_weight=weight, context_weight=0, session_weight=0
+        f"{tmp_path}/p.db",
+        embedder=trip_embedder(),
+        previous_weight=weight,
+        context_weight=0,
+        session_weight=0,
+        length_weight=0,
     )
     add_talk(memory, TRIP_TALK)
     # No query word is in any record: hybrid ranks by vectors alone (mixed with the previous turn's).
@@ -389,7 +394,9 @@ def test_session_weight_lifts_the_session_of_the_best_match(
 ) -> None:
     from datetime import timedelta
 
-    memory = SQLiteMemory(f"{tmp_path}/k.db", session_weight=weight, context_weight=0, context_key_weight=0)
+    memory = SQLiteMemory(
+        f"{tmp_path}/k.db", session_weight=weight, context_weight=0, context_key_weight=0, length_weight=0
+    )
     t0 = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
     memory.add_sync([MemoryRecord(scope=ANN, text=t, created_at=t0 + timedelta(seconds=s)) for t, s in DAYS])
     found = texts(memory.search_sync("Lisbon food", scope=ANN, k=3))

@@ -130,7 +130,13 @@ async def test_replies_only_mixing_ranks_alike(pg: Server, tmp_path: Path) -> No
     records = [MemoryRecord(scope=ann, text=t, created_at=t0 + timedelta(seconds=s)) for t, s in talk]
     orders = {}
     for mode in ("replies", "all"):
-        options = {"previous_weight": 0.6, "previous_mode": mode, "context_weight": 0.0, "session_weight": 0.0}
+        options = {
+            "previous_weight": 0.6,
+            "previous_mode": mode,
+            "context_weight": 0.0,
+            "session_weight": 0.0,
+            "length_weight": 0.0,
+        }
         sqlite = SQLiteMemory(tmp_path / f"{mode}.db", embedder=embedder, **options)  # type: ignore[arg-type]
         postgres = PostgresMemory(pg.app_dsn, embedder=embedder, schema=fresh_schema(), **options)  # type: ignore[arg-type]
         try:
@@ -317,3 +323,94 @@ async def test_contextual_keys_agree_on_a_conversation(pg: Server, tmp_path: Pat
     finally:
         for memory in (sqlite, postgres, sqlite_off):
             await memory.aclose()
+
+
+# The length prior alone (ranking.length_boost): every other step off.
+ONLY_LENGTH: dict[str, Any] = {
+    "context_weight": 0.0,
+    "session_weight": 0.0,
+    "speaker_weight": 0.0,
+    "time_weight": 0.0,
+    "context_key_weight": 0.0,
+    "date_weight": 0.0,
+    "previous_weight": 0.0,
+}
+
+
+async def test_the_length_prior_adds_the_same_on_both_stores(pg: Server, tmp_path: Path) -> None:
+    """Lengths are characters on both (char_length and len): accents, CJK and emoji count one each."""
+    from memoryport import CallableEmbedder
+
+    flat = CallableEmbedder(lambda texts: [[1.0, 0.0] for _ in texts], dim=2, name="flat")
+    ann = MemoryScope(user_id="ann")
+    texts = ["a", "Zoë: ça va très bien", "東京に行きました" * 5, "🎉🎉 party " * 9, "plain ascii " * 40]
+    options = {**ONLY_LENGTH, "length_weight": 0.5, "length_pivot": 120}
+    sqlite = SQLiteMemory(tmp_path / "n.db", embedder=flat, **options)
+    postgres = PostgresMemory(pg.app_dsn, embedder=flat, schema=fresh_schema(), **options)
+    try:
+        scored = []
+        for memory in (sqlite, postgres):
+            await memory.add([MemoryRecord(scope=ann, text=t) for t in texts])
+            # no query word anywhere: every record is a vector candidate of equal cosine, told apart by length only
+            hits = await memory.search("qqq", scope=ann, k=10)
+            scored.append({h.record.text: h.score for h in hits})
+        assert scored[0] == pytest.approx(scored[1])
+        base = scored[0]["a"] - 0.5 * 1 / 120
+        for text in texts:
+            assert scored[0][text] == pytest.approx(base + 0.5 * min(1.0, len(text) / 120)), text
+    finally:
+        await sqlite.aclose()
+        await postgres.aclose()
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+@pytest.mark.parametrize("case", ["control", "other user", "expired", "filtered out"])
+async def test_the_length_prior_ranks_alike_and_never_lifts_a_hidden_record(
+    pg: Server, tmp_path: Path, mode: str, case: str
+) -> None:
+    from datetime import timedelta
+
+    from memoryport import CallableEmbedder
+    from memoryport._records import utcnow
+
+    ann = MemoryScope(user_id="ann")
+    long = "Ann: we went to the lake house and I spent both mornings painting the water from the porch " * 3
+    embedder = CallableEmbedder(
+        lambda texts: [[1.0, 0.0] if "porch" in t or t == "painting lake" else [0.0, 1.0] for t in texts],
+        dim=2,
+        name="meaning",
+    )
+    start = utcnow() - timedelta(days=1)
+    talk = [("short", "Ben: painting the lake, nice"), ("long", long), ("lake", "Ben: the lake again")]
+    talk += [(f"other{i}", f"Ben: {w} all day") for i, w in enumerate(["rain", "work", "chess", "soup", "jazz"])]
+    records = [
+        MemoryRecord(scope=ann, text=t, metadata={"tag": tag, "kind": "note"}, created_at=start + timedelta(minutes=i))
+        for i, (tag, t) in enumerate(talk)
+    ]
+    hidden: dict[str, Any] = {
+        "scope": ann,
+        "text": long + " painting lake",
+        "metadata": {"tag": "hidden", "kind": "note"},
+        "created_at": start - timedelta(minutes=5),
+    }
+    if case == "other user":
+        hidden["scope"] = MemoryScope(user_id="bob")
+    elif case == "expired":
+        hidden["expires_at"] = utcnow() - timedelta(minutes=1)
+    elif case == "filtered out":
+        hidden["metadata"] = {"tag": "hidden", "kind": "other"}
+    options = {**ONLY_LENGTH, "search_mode": mode, "length_weight": 1.0}
+    sqlite = SQLiteMemory(tmp_path / "h.db", embedder=embedder, **options)
+    postgres = PostgresMemory(pg.app_dsn, embedder=embedder, schema=fresh_schema(), **options)
+    try:
+        orders = []
+        for memory in (sqlite, postgres):
+            await memory.add([MemoryRecord(**hidden), *records])
+            hits = await memory.search("painting lake", scope=ann, k=10, filters={"kind": "note"})
+            orders.append([h.record.metadata["tag"] for h in hits])
+        assert ("hidden" in orders[0]) is ("hidden" in orders[1]) is (case == "control"), orders
+        # the keyword sides score differently (BM25 against ts_rank): the same three lead, lifted alike
+        assert set(orders[0][:3]) == set(orders[1][:3]), orders
+    finally:
+        await sqlite.aclose()
+        await postgres.aclose()

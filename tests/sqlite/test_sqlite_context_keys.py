@@ -13,7 +13,13 @@ from memoryport._records import utcnow
 from memoryport.ranking import CONTEXT_KEY_WEIGHT, CONTEXT_KEY_WINDOW
 
 ANN = MemoryScope(user_id="ann")
-ONLY_KEYS = {"context_weight": 0.0, "session_weight": 0.0, "speaker_weight": 0.0, "time_weight": 0.0}
+ONLY_KEYS = {
+    "context_weight": 0.0,
+    "session_weight": 0.0,
+    "speaker_weight": 0.0,
+    "time_weight": 0.0,
+    "length_weight": 0.0,
+}
 
 
 def scenario(case: str) -> tuple[list[MemoryRecord], dict[str, Any]]:
