@@ -1096,7 +1096,9 @@ def context_keys(
         if own is not None:
             words -= own
         if words:
-            scores[key] = scores.get(key, 0.0) + weight * sum(map(idf.__getitem__, words))
+            # fsum: exactly rounded, so the score does not depend on the set's iteration order
+            # (which PYTHONHASHSEED changes from one process to the next).
+            scores[key] = scores.get(key, 0.0) + weight * math.fsum(map(idf.__getitem__, words))
     # Ties are broken by a fixed order that depends on the inputs' lists, not on a set's or a
     # mapping's iteration order: keyword keys, ``others``, then their neighbours as first met in
     # their ``near`` lists (only then, for keys reached no other way, ``near``'s own order).

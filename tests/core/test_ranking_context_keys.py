@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from datetime import datetime, timedelta, timezone
 
@@ -223,3 +224,35 @@ def test_word_holders() -> None:
     held = word_holders([1, 2, 3, 4, 9], texts, ["paint", "ann", "lake", "a b", ""])
     assert held == {1: {"paint", "ann"}, 2: set(), 3: set(), 4: {"paint", "ann"}}
     assert word_holders([], texts, ["paint"]) == {}
+
+
+_SEEDED = """
+import random
+from memoryport import ranking
+rnd = random.Random(5)
+words = [f"w{i}" for i in range(40)]
+idf = {w: rnd.uniform(0.1, 5) / 7 for w in words}
+texts = {i: " ".join(rnd.sample(words, 12)) for i in range(200)}
+near = {i: [(j, abs(j - i)) for j in range(max(0, i - 2), min(200, i + 3)) if j != i] for i in range(200)}
+keyword = [(i, rnd.random()) for i in range(0, 200, 3)]
+print(repr(ranking.context_keys(keyword, near, texts, idf, weight=0.4, window=2)))
+"""
+
+
+def test_scores_do_not_depend_on_the_hash_seed() -> None:
+    # A record's lent words are a set: summed in its iteration order, the last bits of a
+    # score (and so an order between near-ties) changed from one process to the next.
+    import subprocess
+    import sys
+
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", _SEEDED],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in (1, 2, 3, 4)
+    }
+    assert len(outputs) == 1
