@@ -11,8 +11,7 @@ import functools
 import itertools
 import json
 import math
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Union
@@ -158,16 +157,13 @@ def _hybrid(
     # When the embedder failed, the keyword ranking stands alone; keyword search looks up fewer
     # neighbours (links among its own matches only), but every candidate's full list gives the same ranking.
     near = _near(store, conn, [rid for rid, _ in keyword], filters, now, times)
-    holders = None
     if job is not None and qvec is not None:
         vector = job.result()
     else:
-        if idf and pending is not None and not pending.done():
-            holders = _holders_ahead(times, idf)  # while the query is being embedded: off the critical path
         qvec = None if pending is None else pending.result()  # embedded in the meantime
         if qvec is None:
             if idf:
-                keyword = _context(store, keyword, near, times, idf, admit=False, holders=holders)
+                keyword = _context(store, keyword, near, times, idf, admit=False)
             return list(ranking.normalise(keyword).items()), near, "keyword"
         vector = vector_job(store, conn, qvec, scope, pool, filters, now)()  # nothing left to run beside it
     words = {rid for rid, _ in keyword}
@@ -186,9 +182,7 @@ def _hybrid(
     if idf:
         # Every candidate's context counts, the vector side's too: look their neighbours up first.
         near.update(_near(store, conn, [rid for rid, _ in vector if rid not in near], filters, now, times))
-        keyword = _context(
-            store, keyword, near, times, idf, admit=store.context_key_admit, others=vector, holders=holders
-        )
+        keyword = _context(store, keyword, near, times, idf, admit=store.context_key_admit, others=vector)
         if store.min_similarity > 0:
             # A record no query word matches still needs the floor: only vector candidates that passed it enter.
             passed = {rid for rid, _ in vector}
@@ -213,12 +207,8 @@ def _context(
     *,
     admit: bool,
     others: Sequence[tuple[int, float]] = (),
-    holders: Mapping[int, AbstractSet[str]] | None = None,
 ) -> list[tuple[int, float]]:
-    """``keyword`` with contextual keys (:func:`ranking.context_keys`), from what the neighbour lookup read.
-
-    ``holders``: what :func:`_holders_ahead` found before the vector side was known.
-    """
+    """``keyword`` with contextual keys (:func:`ranking.context_keys`), from what the neighbour lookup read."""
     when: dict[int, tuple[Hashable, float]] = {}
     texts: dict[int, str] = {}
     for rid, (at, session, agent, text) in times.items():  # one pass: cheaper than two comprehensions
@@ -235,17 +225,7 @@ def _context(
         gap=store.session_gap,
         admit=admit,
         others=[rid for rid, _ in others],
-        holders=holders,
     )
-
-
-def _holders_ahead(times: Times, idf: dict[str, float]) -> dict[int, frozenset[str]]:
-    """Which query words each record read so far holds (:func:`ranking.word_holders`), for contextual keys.
-
-    A hybrid search computes it while its query is still being embedded, for the keyword
-    candidates and their neighbours; only the vector side's records are left for afterwards.
-    """
-    return ranking.word_holders(list(times), {rid: row[3] for rid, row in times.items()}, list(idf))
 
 
 def _lift_near(store: SQLiteStore, near: dict[int, list[tuple[int, int]]]) -> dict[int, list[tuple[int, int]]]:

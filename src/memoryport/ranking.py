@@ -42,7 +42,6 @@ import math
 import operator
 import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from collections.abc import Set as AbstractSet
 from datetime import datetime, timedelta, timezone
 from typing import TypeVar
 
@@ -89,7 +88,6 @@ __all__ = [
     "sessions_of",
     "spread_to_neighbours",
     "within_reach",
-    "word_holders",
 ]
 
 K = TypeVar("K", bound=Hashable)
@@ -997,7 +995,6 @@ def context_keys(
     gap: timedelta = SESSION_GAP,
     admit: bool = True,
     others: Sequence[K] = (),
-    holders: Mapping[K, AbstractSet[str]] | None = None,
 ) -> list[tuple[K, float]]:
     """Keyword scores with each record credited the query words its neighbours hold and it lacks, and re-rank.
 
@@ -1035,10 +1032,6 @@ def context_keys(
         others: the other candidates, best first (the vector side's): they
             come after ``keyword`` in the order that breaks ties, then any other
             key of ``near``, then the neighbours, in the order of ``near``'s lists.
-        holders: which of ``idf``'s words some keys hold, found earlier by
-            :func:`word_holders` with the same ``texts`` and words (a store
-            computes them for its keyword side while the query is still being
-            embedded); the other keys are looked at here. The result is the same.
 
     Returns:
         ``(key, score)`` pairs, best first; ties broken as said for ``others``.
@@ -1069,11 +1062,7 @@ def context_keys(
     if not pairs:
         return list(keyword)
     keys = list(dict.fromkeys(itertools.chain.from_iterable(pairs)))
-    if holders is None:
-        held = _holders(keys, texts, list(idf))
-    else:
-        held = _holders([key for key in keys if key not in holders], texts, list(idf))
-        held.update((key, set(ahead)) for key in keys if (ahead := holders.get(key)))
+    held = _holders(keys, texts, list(idf))
     if not held:
         return list(keyword)
     scores: dict[K, float] = dict(keyword)
@@ -1121,23 +1110,6 @@ def context_keys(
         # so a stable sort by score alone breaks ties the same way, without a key tuple per record.
         return sorted([(key, scores[key]) for key in order], key=_SCORE, reverse=True)
     return sorted(scores.items(), key=lambda kv: (-kv[1], order[kv[0]]))
-
-
-def word_holders(keys: Sequence[K], texts: Mapping[K, str], words: Sequence[str]) -> dict[K, frozenset[str]]:
-    """key -> which of ``words`` its text holds as whole words, case ignored, for every key of ``texts`` given.
-
-    What :func:`context_keys` finds out about each record, computed ahead
-    (its ``holders``): a key's answer depends on its own text only. Keys that
-    are not in ``texts`` are left out (looked at later, once their text is known).
-
-    Example:
-        >>> texts = {1: "Ann: I paint.", 2: "Bo: Lovely!"}
-        >>> word_holders([1, 2, 3], texts, ["paint", "ann"]) == {1: {"paint", "ann"}, 2: set()}
-        True
-    """
-    known = [key for key in keys if key in texts]
-    held = _holders(known, texts, words)
-    return {key: frozenset(held.get(key, ())) for key in known}
 
 
 def _holders(keys: Sequence[K], texts: Mapping[K, str], words: Sequence[str]) -> dict[K, set[str]]:

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from memoryport.ranking import CONTEXT_KEY_WEIGHT, CONTEXT_KEY_WINDOW, SESSION_GAP, context_keys, word_holders
+from memoryport.ranking import CONTEXT_KEY_WEIGHT, CONTEXT_KEY_WINDOW, SESSION_GAP, context_keys
 
 T0 = datetime(2024, 5, 1, 9, tzinfo=timezone.utc)
 TEXTS = {
@@ -211,19 +211,6 @@ def test_same_ranking_as_the_first_version(seed: int) -> None:
         got = context_keys(keyword, near, texts, idf, **options)  # type: ignore[arg-type]
         want = _reference(keyword, near, texts, idf, **options)  # type: ignore[arg-type]
         assert repr(got) == repr(want)  # repr: NaN == NaN
-        # Holders found ahead for some keys (a store's keyword side, while the query is embedded),
-        # the rest looked at by context_keys: the same ranking. Keys without a text are left out.
-        ahead = word_holders(rng.sample([*line, 5000], rng.randint(0, n + 1)), texts, list(idf))
-        assert 5000 not in ahead
-        got = context_keys(keyword, near, texts, idf, holders=ahead, **options)  # type: ignore[arg-type]
-        assert repr(got) == repr(want)
-
-
-def test_word_holders() -> None:
-    texts = {1: "Ann: I PAINT lakes.", 2: "painting", 3: "", 4: "paint-ann"}
-    held = word_holders([1, 2, 3, 4, 9], texts, ["paint", "ann", "lake", "a b", ""])
-    assert held == {1: {"paint", "ann"}, 2: set(), 3: set(), 4: {"paint", "ann"}}
-    assert word_holders([], texts, ["paint"]) == {}
 
 
 _SEEDED = """
