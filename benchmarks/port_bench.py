@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import shutil
 import statistics
 import tempfile
 import time
@@ -150,6 +151,7 @@ async def main(
         assert after_update
     await keyword.aclose()
     await hybrid.aclose()
+    shutil.rmtree(folder, ignore_errors=True)
     return {"n": n, "queries": queries, "batch": batch, "updated": total, "fill_s": filled, "searches": rows,
             "update_per_s": throughput}  # fmt: skip
 
