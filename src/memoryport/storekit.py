@@ -203,10 +203,15 @@ async def embed_unit(embedder: EmbeddingPort, texts: list[str]) -> npt.NDArray[n
     except EmbeddingError:
         raise
     except Exception as exc:
-        raise EmbeddingError(
-            f"embedder {embedder.name!r} failed: {type(exc).__name__}", backend=embedder.name, operation="embed"
-        ) from exc
+        raise _failed(embedder, exc) from exc
     return _unit_rows(embedder, rows, len(texts))
+
+
+def _failed(embedder: EmbeddingPort, exc: BaseException) -> EmbeddingError:
+    """What :func:`embed_unit` and :func:`embed_unit_blocking` raise for an embedder's own failure."""
+    return EmbeddingError(
+        f"embedder {embedder.name!r} failed: {type(exc).__name__}", backend=embedder.name, operation="embed"
+    )
 
 
 def blocking_embed(embedder: EmbeddingPort) -> Callable[[list[str]], Any] | None:
@@ -242,9 +247,7 @@ def embed_unit_blocking(embedder: EmbeddingPort, embed_sync: Callable[[list[str]
     except EmbeddingError:
         raise
     except Exception as exc:
-        raise EmbeddingError(
-            f"embedder {embedder.name!r} failed: {type(exc).__name__}", backend=embedder.name, operation="embed"
-        ) from exc
+        raise _failed(embedder, exc) from exc
     return _unit_rows(embedder, rows, len(texts))
 
 
