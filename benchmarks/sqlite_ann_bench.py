@@ -6,6 +6,7 @@ Run from the repository root::
     python -m benchmarks.sqlite_ann_bench build --n 1000000 --dir /tmp/ann-1m       # once: the file, reused
     python -m benchmarks.sqlite_ann_bench million --dir /tmp/ann-1m --queries 200
     python -m benchmarks.sqlite_ann_bench million --dir /tmp/ann-1m --data real     # real-ish embeddings
+    python -m benchmarks.sqlite_ann_bench peers --dir /tmp/ann-1m --peers hnswlib usearch  # once: peers' indexes
     python -m benchmarks.sqlite_ann_bench --quick                                    # a smoke run, seconds
 
 ``fixed``: one user's ``n`` records; the public vector search, the store
@@ -28,6 +29,13 @@ resident memory), building the index, then vector search through the index
 against the exact scan (recall@10 against numpy), keyword and hybrid, and the
 same vectors in FAISS (IVF-Flat, HNSW), hnswlib and usearch when installed
 (``pip install faiss-cpu hnswlib usearch``), interleaved where they fit in RAM.
+
+``peers``: builds the peers' indexes over the built file's vectors and saves
+them in ``DIR/peers/`` with their build time, so that ``million`` loads them in
+seconds instead of rebuilding them (a 1M HNSW build takes tens of minutes on
+two cores: build it niced while the machine is busy, compare when it is
+quiet). ``million`` saves what it builds there too. Delete the folder to
+rebuild.
 """
 
 from __future__ import annotations
@@ -484,7 +492,7 @@ async def million(folder: Path, data: str, queries: int, exact: bool, peers: Seq
             exact_memory = None
             gc.collect()
     for peer in peers:
-        made = make_peer(peer, matrix, truth, qvecs)
+        made = make_peer(peer, matrix, truth, qvecs, peer_folder(folder))
         if made is None:
             skipped.append(peer)
             continue
@@ -594,19 +602,45 @@ def round_rows(
     return rows
 
 
-def make_peer(peer: str, matrix: Any, truth: Any, qvecs: Any) -> tuple[str, Callable[[int], Any], str] | None:
-    """A peer index over the same vectors, tuned to reach recall@10 >= 0.95 where it can."""
+def make_peer(
+    peer: str, matrix: Any, truth: Any, qvecs: Any, saved: Path | None = None
+) -> tuple[str, Callable[[int], Any], str] | None:
+    """A peer index over the same vectors, tuned to reach recall@10 >= 0.95 where it can.
+
+    With ``saved`` (a folder), an index saved there by an earlier build is loaded
+    instead of built, and one that is built is saved there beside a JSON file with
+    its build time (the note then says "built in N s, loaded from DIR").
+    """
     start = time.perf_counter()
+    index_file = saved / f"{peer}.index" if saved is not None else None
+    meta_file = saved / f"{peer}.json" if saved is not None else None
+    loaded = index_file is not None and meta_file is not None and index_file.exists() and meta_file.exists()
+
+    def built_note() -> str:
+        if loaded:
+            assert meta_file is not None
+            return f"built in {load_json(meta_file)['seconds']:.0f} s, loaded from {saved}"
+        seconds = time.perf_counter() - start
+        if meta_file is not None:
+            meta_file.write_text(json.dumps({"seconds": seconds, "n": len(matrix)}))
+        return f"built in {seconds:.0f} s"
+
     if peer == "faiss-ivf":
         try:
             import faiss
         except ImportError:
             return None
         nlist = 1024
-        quantizer = faiss.IndexFlatIP(matrix.shape[1])
-        index = faiss.IndexIVFFlat(quantizer, matrix.shape[1], nlist, faiss.METRIC_INNER_PRODUCT)
-        index.train(matrix[np.random.default_rng(0).choice(len(matrix), 50_000, replace=False)])
-        index.add(matrix)
+        if loaded:
+            index = faiss.read_index(str(index_file))
+        else:
+            quantizer = faiss.IndexFlatIP(matrix.shape[1])
+            index = faiss.IndexIVFFlat(quantizer, matrix.shape[1], nlist, faiss.METRIC_INNER_PRODUCT)
+            index.train(matrix[np.random.default_rng(0).choice(len(matrix), min(50_000, len(matrix)), replace=False)])
+            index.add(matrix)
+            if index_file is not None:
+                faiss.write_index(index, str(index_file))
+        note = built_note()
         index.nprobe = tune(
             lambda p: setattr(index, "nprobe", p),
             lambda q: index.search(q[None, :], K)[1][0],
@@ -617,16 +651,22 @@ def make_peer(peer: str, matrix: Any, truth: Any, qvecs: Any) -> tuple[str, Call
         return (
             "FAISS IVF-Flat",
             lambda i: index.search(qvecs[i][None, :], K)[1][0],
-            f"nlist {nlist}, nprobe {index.nprobe}, built in {time.perf_counter() - start:.0f} s",
+            f"nlist {nlist}, nprobe {index.nprobe}, {note}",
         )
     if peer == "faiss-hnsw":
         try:
             import faiss
         except ImportError:
             return None
-        index = faiss.IndexHNSWFlat(matrix.shape[1], 32, faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = 80
-        index.add(matrix)
+        if loaded:
+            index = faiss.read_index(str(index_file))
+        else:
+            index = faiss.IndexHNSWFlat(matrix.shape[1], 32, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efConstruction = 80
+            index.add(matrix)
+            if index_file is not None:
+                faiss.write_index(index, str(index_file))
+        note = built_note()
         ef = tune(
             lambda e: setattr(index.hnsw, "efSearch", e),
             lambda q: index.search(q[None, :], K)[1][0],
@@ -638,7 +678,7 @@ def make_peer(peer: str, matrix: Any, truth: Any, qvecs: Any) -> tuple[str, Call
         return (
             "FAISS HNSW",
             lambda i: index.search(qvecs[i][None, :], K)[1][0],
-            f"M 32, efC 80, ef {ef}, built in {time.perf_counter() - start:.0f} s",
+            f"M 32, efC 80, ef {ef}, {note}",
         )
     if peer == "hnswlib":
         try:
@@ -646,14 +686,20 @@ def make_peer(peer: str, matrix: Any, truth: Any, qvecs: Any) -> tuple[str, Call
         except ImportError:
             return None
         index = hnswlib.Index(space="ip", dim=matrix.shape[1])
-        index.init_index(max_elements=len(matrix), M=16, ef_construction=100)
-        index.add_items(matrix, num_threads=2)
+        if loaded:
+            index.load_index(str(index_file), max_elements=len(matrix))
+        else:
+            index.init_index(max_elements=len(matrix), M=16, ef_construction=100)
+            index.add_items(matrix, num_threads=2)
+            if index_file is not None:
+                index.save_index(str(index_file))
+        note = built_note()
         ef = tune(index.set_ef, lambda q: index.knn_query(q, k=K)[0][0], qvecs, truth, [32, 64, 128, 256])
         index.set_ef(ef)
         return (
             "hnswlib HNSW",
             lambda i: index.knn_query(qvecs[i], k=K)[0][0],
-            f"M 16, efC 100, ef {ef}, built in {time.perf_counter() - start:.0f} s",
+            f"M 16, efC 100, ef {ef}, {note}",
         )
     if peer == "usearch":
         try:
@@ -661,7 +707,13 @@ def make_peer(peer: str, matrix: Any, truth: Any, qvecs: Any) -> tuple[str, Call
         except ImportError:
             return None
         index = Index(ndim=matrix.shape[1], metric="ip", dtype="f32", connectivity=16, expansion_add=100)
-        index.add(np.arange(len(matrix)), matrix, threads=2)
+        if loaded:
+            index.load(str(index_file))
+        else:
+            index.add(np.arange(len(matrix)), matrix, threads=2)
+            if index_file is not None:
+                index.save(str(index_file))
+        note = built_note()
 
         def set_ef(e: int) -> None:
             index.expansion_search = e
@@ -671,9 +723,30 @@ def make_peer(peer: str, matrix: Any, truth: Any, qvecs: Any) -> tuple[str, Call
         return (
             "usearch HNSW (f32)",
             lambda i: index.search(qvecs[i], K).keys,
-            f"M 16, efC 100, ef {ef}, built in {time.perf_counter() - start:.0f} s",
+            f"M 16, efC 100, ef {ef}, {note}",
         )
     raise SystemExit(f"unknown peer {peer!r}")
+
+
+def peer_folder(folder: Path) -> Path:
+    """Where the peers' built indexes over ``folder``'s vectors are saved (``DIR/peers``)."""
+    saved = folder / "peers"
+    saved.mkdir(exist_ok=True)
+    return saved
+
+
+def build_peers(folder: Path, data: str, peers: Sequence[str]) -> list[str]:
+    """Build (or find) each peer's index over the built file's vectors and save it for ``million``."""
+    matrix = np.ascontiguousarray(np.load(folder / f"{data}-vectors.npy"))
+    qvecs = np.load(folder / f"{data}-queries.npy")
+    truth = np.load(folder / f"{data}-truth.npy")
+    out = []
+    for peer in peers:
+        made = make_peer(peer, matrix, truth, qvecs, peer_folder(folder))
+        out.append(f"- {peer}: " + ("not installed" if made is None else f"{made[0]}: {made[2]}"))
+        del made
+        gc.collect()
+    return out
 
 
 def tune(
@@ -693,7 +766,10 @@ def tune(
 async def main(argv: Sequence[str] | None = None) -> str:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.sqlite_ann_bench", description=__doc__.split("\n")[0])
     parser.add_argument(
-        "what", nargs="?", choices=["fixed", "build", "prepare", "million", "recall", "profile"], default="fixed"
+        "what",
+        nargs="?",
+        choices=["fixed", "build", "prepare", "million", "recall", "profile", "peers"],
+        default="fixed",
     )
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=200)
@@ -723,6 +799,8 @@ async def main(argv: Sequence[str] | None = None) -> str:
         lines += index_recall(args.n, args.data, args.queries)
     elif args.what == "profile":
         lines += await profile_index(Path(args.dir or "ann-bench"), args.data, args.queries)
+    elif args.what == "peers":
+        lines += build_peers(Path(args.dir or "ann-bench"), args.data, args.peers)
     elif args.what == "prepare":
         await prepare(Path(args.dir or "ann-bench"), args.data)
     else:
