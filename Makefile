@@ -65,7 +65,7 @@ typecheck: $(STAMP)
 	MYPYPATH=$(VENV)/typecheck $(BIN)/mypy --config-file pyproject.toml -p memoryport
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=25
 
 # The documentation site, built strictly (a broken link, a page missing from
 # nav or an unknown anchor fails; not with --quiet, which hides the warnings
