@@ -26,6 +26,7 @@ from memoryport.storekit import chunks
 from . import _ann
 from ._keyword import keyword_ranking
 from ._rows import COLUMNS, Cond, Conn, built, dt, filter_sql, record_from_row, scope_sql, tenant_token, us
+from ._timeline import Timeline, sides_in
 from ._vectors import F32, INLINE_VECTORS, NotCached
 
 if TYPE_CHECKING:
@@ -91,11 +92,13 @@ def search_hits(
     now = us(utcnow())
     limit = max(k, store.candidates)
     times: Times = {}
+    # The user's records in time order, in RAM (see _timeline.py), when current in this snapshot.
+    line = None if mode == "vector" else store.timelines.of(conn, scope.user_id)
     if mode == "keyword" or (qvec is None and pending is None):
         idf: dict[str, float] | None = {} if _keys_on(store) else None
         keyword = keyword_ranking(conn, store.keyword_index, query, scope, limit, filters, now, idf)
         # Contextual keys read every candidate's neighbours; the lift alone needs links among them only.
-        near = _near(store, conn, [rid for rid, _ in keyword], filters, now, times, among=not idf)
+        near = _near(store, conn, [rid for rid, _ in keyword], filters, now, times, among=not idf, line=line)
         if idf:
             keyword = _context(store, keyword, near, times, idf, admit=False)
         scored = list(ranking.normalise(keyword).items())
@@ -107,7 +110,7 @@ def search_hits(
         signal = "vector"
         near = {}
     else:
-        scored, near, signal = _hybrid(store, conn, query, qvec, pending, scope, limit, filters, now, times)
+        scored, near, signal = _hybrid(store, conn, query, qvec, pending, scope, limit, filters, now, times, line)
     if signal == "vector":
         ranked = scored
     else:
@@ -115,7 +118,7 @@ def search_hits(
         ranked = ranking.spread_to_neighbours(
             scored, _lift_near(store, near), weight=store.context_weight, only_scored=signal == "keyword"
         )
-        ranked = placed(conn, query, ranked, store, times, k)[:k]
+        ranked = placed(conn, query, ranked, store, times, k, line=line)[:k]
     rows = rows_by_rid(conn, [rid for rid, _ in ranked])
     # Built, not validated (see _rows.built); a non-finite score (a bug) still goes through validation.
     return [
@@ -138,6 +141,7 @@ def _hybrid(
     filters: Cond,
     now: int,
     times: Times,
+    line: Timeline | None = None,
 ) -> tuple[list[tuple[int, float]], dict[int, list[tuple[int, int]]], str]:
     """The fused candidates of a hybrid search, their neighbours, and the signal (``keyword`` without a vector).
 
@@ -156,7 +160,7 @@ def _hybrid(
     keyword = keyword_ranking(conn, store.keyword_index, query, scope, limit, filters, now, idf)
     # When the embedder failed, the keyword ranking stands alone; keyword search looks up fewer
     # neighbours (links among its own matches only), but every candidate's full list gives the same ranking.
-    near = _near(store, conn, [rid for rid, _ in keyword], filters, now, times)
+    near = _near(store, conn, [rid for rid, _ in keyword], filters, now, times, line=line)
     if job is not None and qvec is not None:
         vector = job.result()
     else:
@@ -173,15 +177,15 @@ def _hybrid(
         vector = [(rid, cos) for rid, cos in vector if rid in words or cos >= store.min_similarity]
     if store.previous_weight:
         # The vector candidates' neighbours (needed for the neighbour lift anyway) give their predecessors.
-        near.update(_near(store, conn, [rid for rid, _ in vector if rid not in near], filters, now, times))
+        near.update(_near(store, conn, [rid for rid, _ in vector if rid not in near], filters, now, times, line=line))
         vector = with_previous(
             conn, qvec, vector, filters, now, store.previous_weight,
             mode=store.previous_mode, gap=store.session_gap, near=near if store.context_window >= 1 else None,
-            times=times,
+            times=times, line=line, vectors=_block(store, conn, scope, line),
         )[:limit]  # fmt: skip
     if idf:
         # Every candidate's context counts, the vector side's too: look their neighbours up first.
-        near.update(_near(store, conn, [rid for rid, _ in vector if rid not in near], filters, now, times))
+        near.update(_near(store, conn, [rid for rid, _ in vector if rid not in near], filters, now, times, line=line))
         keyword = _context(store, keyword, near, times, idf, admit=store.context_key_admit, others=vector)
         if store.min_similarity > 0:
             # A record no query word matches still needs the floor: only vector candidates that passed it enter.
@@ -189,7 +193,7 @@ def _hybrid(
             keyword = [(rid, score) for rid, score in keyword if rid in words or rid in passed]
         keyword = keyword[:limit]
     scored = ranking.fuse(keyword, vector)
-    near.update(_near(store, conn, [rid for rid, _ in scored if rid not in near], filters, now, times))
+    near.update(_near(store, conn, [rid for rid, _ in scored if rid not in near], filters, now, times, line=line))
     return scored, near, "hybrid"
 
 
@@ -236,13 +240,37 @@ def _lift_near(store: SQLiteStore, near: dict[int, list[tuple[int, int]]]) -> di
 
 
 def _near(
-    store: SQLiteStore, conn: Conn, rids: Sequence[int], filters: Cond, now: int, times: Times, *, among: bool = False
+    store: SQLiteStore,
+    conn: Conn,
+    rids: Sequence[int],
+    filters: Cond,
+    now: int,
+    times: Times,
+    *,
+    among: bool = False,
+    line: Timeline | None = None,
 ) -> dict[int, list[tuple[int, int]]]:
     """:func:`neighbours` with the store's weight and window (the wider of the lift's and contextual keys')."""
     weight, window = store.context_weight, store.context_window if store.context_weight else 0
     if _keys_on(store):
         weight, window = max(weight, store.context_key_weight), max(window, store.context_key_window)
-    return neighbours(conn, rids, filters, now, weight=weight, window=window, among=among, times=times)
+    return neighbours(conn, rids, filters, now, weight=weight, window=window, among=among, times=times, line=line)
+
+
+def _block(
+    store: SQLiteStore, conn: Conn, scope: MemoryScope, line: Timeline | None
+) -> tuple[F32, dict[int, int]] | None:
+    """The scope's vectors in RAM and rid -> row, when current in this snapshot, else None.
+
+    Only for a user with a timeline (at most ``TIMELINE_MAX`` records: the rid -> row map stays small).
+    """
+    if line is None:
+        return None
+    try:
+        block = store.vectors.block(conn, scope, load=False)
+    except NotCached:
+        return None
+    return store.vectors.rows(block)
 
 
 def vector_job(
@@ -298,13 +326,17 @@ def with_previous(
     gap: timedelta = ranking.SESSION_GAP,
     near: dict[int, list[tuple[int, int]]] | None = None,
     times: Times | None = None,
+    line: Timeline | None = None,
+    vectors: tuple[F32, dict[int, int]] | None = None,
 ) -> list[tuple[int, float]]:
     """The vector candidates re-scored by their key mixed with their predecessor's (:func:`ranking.mix_previous`).
 
     ``mode``: which candidates are mixed (:func:`ranking.mixes_previous`; "replies" needs the candidates'
     and predecessors' speaker prefixes and times). ``near`` and ``times``: what a neighbour lookup
     (:func:`neighbours`, window >= 1) already read; a candidate found in both takes its predecessor
-    from there, the others are looked up here.
+    from there, the others are looked up here (in ``line`` when given, see :func:`sides`).
+    ``vectors``: the scope's vectors in RAM, current in this snapshot, and rid -> row; the pairs'
+    vectors come from there when it holds them all, else from the file.
     """
     if not vector:
         return vector
@@ -323,7 +355,9 @@ def with_previous(
                 previous[rid] = other
                 break
     if missing:
-        before = sides(conn, missing, filters, now, window=1, after=False, times=None if mode == "all" else read)
+        before = sides(
+            conn, missing, filters, now, window=1, after=False, times=None if mode == "all" else read, line=line
+        )
         previous.update((rid, found[0][0]) for rid, (found, _) in before.items() if found)
     if mode != "all":
         prefix = ranking.SPEAKER_PREFIX
@@ -339,20 +373,25 @@ def with_previous(
     if not previous:
         return vector
     # One matrix of the vectors read (those of the query's dimension), two products for every pair at once.
-    row: dict[int, int] = {}
-    blobs: list[bytes] = []
-    size = len(qvec) * 4
-    for chunk in chunks(list({*previous, *previous.values()})):
-        for rid, blob in conn.execute(
-            f"SELECT rid, vec FROM vectors WHERE rid IN ({','.join('?' * len(chunk))})", chunk
-        ):
-            if len(blob) == size:
-                row[int(rid)] = len(blobs)
-                blobs.append(blob)
+    wanted = list({*previous, *previous.values()})
+    if vectors is not None and vectors[0].shape[1] == len(qvec) and all(rid in vectors[1] for rid in wanted):
+        matrix, row = vectors  # the same float32 rows as in the file (the cache holds what was written)
+    else:
+        row = {}
+        blobs: list[bytes] = []
+        size = len(qvec) * 4
+        for chunk in chunks(wanted):
+            for rid, blob in conn.execute(
+                f"SELECT rid, vec FROM vectors WHERE rid IN ({','.join('?' * len(chunk))})", chunk
+            ):
+                if len(blob) == size:
+                    row[int(rid)] = len(blobs)
+                    blobs.append(blob)
+        if blobs:
+            matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), len(qvec))
     pairs = [(rid, prev) for rid, prev in previous.items() if rid in row and prev in row]
     if not pairs:
         return vector
-    matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), len(qvec))
     mine = matrix[[row[rid] for rid, _ in pairs]]
     prior = matrix[[row[prev] for _, prev in pairs]]
     to_query = (prior @ qvec).tolist()
@@ -368,13 +407,16 @@ def placed(
     store: SQLiteStore,
     times: Times | None = None,
     k: int | None = None,
+    *,
+    line: Timeline | None = None,
 ) -> list[tuple[int, float]]:
     """``ranked`` with sessions holding a strong match lifted (:func:`ranking.session_boost`), then the
     records written on the date the query names (:func:`ranking.date_boost`), then the turns of a speaker
     the query names (:func:`ranking.speaker_boost`), then, for a query asking when, the records that
     mention a time (:func:`ranking.time_boost`), then the longer records (:func:`ranking.length_boost`).
 
-    ``times``: what the neighbour lookup already read (see :data:`Times`); only the rest is read here.
+    ``times``: what the neighbour lookup already read (see :data:`Times`); only the rest is read here,
+    from ``line`` (the user's records in RAM, current in this snapshot) when it holds them.
     ``k``: only the ``k`` best are wanted. The steps after the session step add at most their weight
     to a candidate, whatever the others get, so they run only on the head of the ranking that can still
     reach the ``k`` best (:func:`ranking.within_reach`); the ``k`` best come out the same as with every
@@ -394,7 +436,14 @@ def placed(
     # Texts: whole for a question asking when, else only the start that holds a speaker prefix.
     timed = bool(store.time_weight) and ranking.asks_when(query)
     known: Times = {} if times is None else times
-    for chunk in chunks([rid for rid, _ in ranked if rid not in known]):
+    unknown = [rid for rid, _ in ranked if rid not in known]
+    if unknown and line is not None and all(rid in line.at for rid in unknown):
+        known = dict(known) if known is times else known
+        for rid in unknown:
+            p = line.at[rid]
+            known[rid] = (line.ats[p], line.sessions[p], line.agents[p], line.texts[p])
+        unknown = []
+    for chunk in chunks(unknown):
         known = dict(known) if known is times else known
         found = conn.execute(
             f"SELECT rid, created_at, session_id, agent_id, text FROM records "
@@ -459,6 +508,7 @@ def neighbours(
     window: int,
     among: bool = False,
     times: Times | None = None,
+    line: Timeline | None = None,
 ) -> dict[int, list[tuple[int, int]]]:
     """rid -> (rid, distance) of the live records of its exact scope written just before and after it.
 
@@ -467,6 +517,7 @@ def neighbours(
     its own matches only), so a rid with none of the others among its user's
     nearest :data:`NEIGHBOUR_SCAN` records is left out (it has no such link).
     ``times``: filled with the :data:`Times` of the records read (the rids and their neighbours).
+    ``line``: see :func:`sides`.
     """
     if not rids or not weight or window < 1:
         return {}
@@ -474,7 +525,7 @@ def neighbours(
         rids = _close(conn, rids, times)
         if not rids:
             return {}
-    found = sides(conn, rids, filters, now, window=window, times=times)
+    found = sides(conn, rids, filters, now, window=window, times=times, line=line)
     return {rid: [*before, *after] for rid, (before, after) in found.items()}
 
 
@@ -487,14 +538,21 @@ def sides(
     window: int,
     after: bool = True,
     times: Times | None = None,
+    line: Timeline | None = None,
 ) -> dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]]:
     """rid -> ((rid, distance) before it, nearest first; the same after it, empty unless ``after``).
 
     The records of its exact scope, live and matching the filters, as in :func:`neighbours`;
-    ``times`` is filled as there.
+    ``times`` is filled as there. ``line``: the rids' user's records in RAM, current in this
+    snapshot (:mod:`._timeline`); without filters or a time range it answers when it holds
+    every rid (the same lists, the same ``times``), else the statement runs.
     """
     if not rids or window < 1:
         return {}
+    if line is not None and not filter_sql(filters)[0]:
+        found_in = sides_in(line, rids, now, window=int(window), scan=NEIGHBOUR_SCAN, after=after, times=times)
+        if found_in is not None:
+            return found_in
     # Only the user's nearest NEIGHBOUR_SCAN records on each side are looked at, so a
     # selective filter or interleaved sessions cannot make this walk a user's whole history.
     # The walk reads the (user_id, created_at) index alone (rid is its last column); the

@@ -12,6 +12,7 @@ Plain storage behind :class:`memoryport.GuardedMemory`; see ``docs/sqlite.md``.
 | ``_fts.py`` | FTS5 and LIKE query strings from a user's words |
 | ``_keyword.py`` | keyword ranking: FTS5 BM25, per-user BM25, LIKE |
 | ``_vectors.py`` | embedding a batch; the vector cache (shared per file) and the cosine ranking |
+| ``_timeline.py`` | each user's records in time order in RAM, for a search's neighbour lookups |
 | ``_ann.py`` | the vector index of large scopes: IVF lists of sign-bit and int8 codes, exact re-rank |
 | ``_search.py`` | a search once the query is embedded: recent, keyword, vector, hybrid, context |
 | ``_update.py`` | ``update``: texts, metadata and expiry changed in place |
@@ -67,6 +68,7 @@ from ._rows import (
 )
 from ._schema import SCHEMA_VERSION, SECURE_DELETE_FTS5, bump, open_file, tenant_slots
 from ._search import recent, search_hits
+from ._timeline import Timelines
 from ._update import update_records
 from ._vectors import F32, INLINE_VECTORS, NotCached, attach, detach, embed
 from ._where import Where, meta_row
@@ -445,6 +447,8 @@ class SQLiteStore:
         self._dim = int(embedder.dim) if embedder is not None else 0
         self._file_key = file_identity(self.path, self.db)
         self.vectors, self.ann = attach(self._file_key, self._dim, cache_bytes)
+        # Each user's records in time order for the neighbour lookups of searches (valid per generation).
+        self.timelines = Timelines()
         caps = {
             Capability.SESSION_SCOPE,
             Capability.AGENT_SCOPE,
@@ -990,5 +994,6 @@ class SQLiteStore:
         self._writer.shutdown(wait=True)
         self._pool.shutdown(wait=True)
         self.numpy.shutdown(wait=True)
+        self.timelines.clear()
         self.db.close()
         detach(self._file_key, self._dim)

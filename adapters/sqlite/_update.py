@@ -138,11 +138,12 @@ def _apply(store: SQLiteStore, changes: Sequence[MemoryUpdate], scope: MemorySco
         if text_changed and fts5 and not store.fts_secure_delete:
             # As on a delete: without FTS5 secure-delete the old words stay in old segments until a merge.
             conn.execute("INSERT INTO records_fts(records_fts) VALUES ('optimize')")
-        # Other processes' caches see the new generation and reload; ours is patched below.
-        gen, old = bump(conn, dict.fromkeys(tenants, 0)) if patches else (-1, {})
+        # Other processes' caches see the new generation and reload; ours is patched below. A new text
+        # changes what searches' timelines hold (_timeline.py), so it bumps too, with or without a vector.
+        gen, old = bump(conn, dict.fromkeys(tenants, 0)) if patches or text_changed else (-1, {})
         return done, patches, text_changed, gen, old
 
     done, patches, _, gen, old = store.db.write(write)
-    if patches:
+    if old:
         store.vectors.patch(patches, gen, old)
     return done

@@ -85,6 +85,7 @@ class Block:
         self.gen = gen
         self._rids, self._matrix, self._expires = rids, matrix, expires
         self.n = len(rids)
+        self._rows: dict[int, int] | None = None  # rid -> row, built on first use (see VectorCache.rows)
 
     def view(self) -> tuple[I64, F32, I64]:
         n = self.n
@@ -103,6 +104,15 @@ class Block:
         self._matrix[n : n + m] = matrix
         self._expires[n : n + m] = expires
         self.n = n + m
+        if self._rows is not None:
+            self._rows.update((int(rid), n + i) for i, rid in enumerate(rids.tolist()))
+
+    def rows(self) -> tuple[F32, dict[int, int]]:
+        """The matrix and rid -> row (under the cache lock; the map is built once, then kept up to date)."""
+        rids, matrix, _ = self.view()
+        if self._rows is None:
+            self._rows = {rid: i for i, rid in enumerate(rids.tolist())}
+        return matrix, self._rows
 
     @property
     def nbytes(self) -> int:
@@ -231,6 +241,11 @@ class VectorCache:
                 _, dropped = self._blocks.popitem(last=False)
                 total -= dropped.nbytes
         return block
+
+    def rows(self, block: Block) -> tuple[F32, dict[int, int]]:
+        """``block``'s matrix and rid -> row (later appends add rows beyond this matrix: rids of a later snapshot)."""
+        with self.lock:
+            return block.rows()
 
     def ranking_job(
         self,

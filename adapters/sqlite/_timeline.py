@@ -1,0 +1,180 @@
+"""Each user's records in time order, in RAM: the neighbour lookup of a search without a statement.
+
+A search looks up the records written just before and after its candidates
+(:func:`~._search.sides`), the predecessor of each vector candidate and the
+times and texts of the ranked records. On a conversational store those reads
+are most of the SQL after the query's vector arrives. A :class:`Timeline`
+holds what they need of every record of one user, ordered by
+``(created_at, rid)``: rid, time, session, agent, expiry and text. It is valid
+for one generation of the user (the ``generations`` row that every write
+bumps, in any process: an add, a delete, a purge, an update of a text or an
+expiry, a re-embedding), read in the search's own transaction, so a timeline
+never answers for another snapshot. Expiry is checked against the search's
+clock at every lookup, as the SQL does.
+
+What it never answers (the caller runs the statement instead): a lookup with
+metadata filters or a time range, a rid it does not hold, a user with more
+than :data:`TIMELINE_MAX` records or without a generation, and the first
+search of a user at a new generation. A timeline is built on the second
+search at the same generation, so that a store which writes between every
+search never pays for building one it would not use. The cache keeps the most
+recently used timelines up to :data:`TIMELINE_BYTES` (texts and per-record
+overhead, estimated).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ._rows import NEVER, Conn, tenant_token
+
+__all__ = ["TIMELINE_BYTES", "TIMELINE_MAX", "Timeline", "Timelines"]
+
+#: The largest user (records in the file, live or not) whose timeline is kept in RAM; larger users are
+#: looked up by SQL (a timeline of 50k records takes ~50 ms to read and ~10 MB; a lookup reads 16 per side).
+TIMELINE_MAX = 50_000
+
+#: What the timelines of one store may hold in RAM at most (estimated: texts plus ~200 bytes per record).
+TIMELINE_BYTES = 64 << 20
+
+_PER_RECORD = 200
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """One user's records at generation ``gen``, ordered by ``(created_at, rid)``; never changed once built."""
+
+    gen: int
+    rids: list[int]
+    ats: list[int]
+    sessions: list[str | None]
+    agents: list[str | None]
+    expires: list[int]  # NEVER: no expiry
+    texts: list[str]
+    at: dict[int, int]  # rid -> position
+    nbytes: int
+
+
+class Timelines:
+    """The timelines of one store, least recently used dropped beyond ``max_bytes``."""
+
+    def __init__(self, max_bytes: int = TIMELINE_BYTES, max_records: int = TIMELINE_MAX) -> None:
+        self.max_bytes = max_bytes
+        self.max_records = max_records
+        self._lock = threading.Lock()
+        self._lines: OrderedDict[str | None, Timeline] = OrderedDict()
+        self._seen: dict[str | None, int] = {}  # user -> the generation its last search saw (not yet built)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._lines.clear()
+            self._seen.clear()
+
+    def of(self, conn: Conn, user_id: str | None) -> Timeline | None:
+        """The timeline of ``user_id`` current in ``conn``'s snapshot, or None (then ask SQL).
+
+        Built here (in the caller's transaction) on the second call at the same generation.
+        """
+        row = conn.execute("SELECT gen, n FROM generations WHERE tenant = ?", (tenant_token(user_id),)).fetchone()
+        if row is None or int(row[0]) < 0 or int(row[1]) > self.max_records:
+            return None
+        gen = int(row[0])
+        with self._lock:
+            line = self._lines.get(user_id)
+            if line is not None and line.gen == gen:
+                self._lines.move_to_end(user_id)
+                return line
+            if self._seen.get(user_id) != gen:
+                self._seen[user_id] = gen
+                return None
+        line = _read(conn, user_id, gen)
+        if line.nbytes > self.max_bytes:
+            return line  # used for this search only
+        with self._lock:
+            self._seen.pop(user_id, None)
+            self._lines[user_id] = line
+            self._lines.move_to_end(user_id)
+            total = sum(other.nbytes for other in self._lines.values())
+            while total > self.max_bytes and len(self._lines) > 1:
+                _, dropped = self._lines.popitem(last=False)
+                total -= dropped.nbytes
+        return line
+
+
+def _read(conn: Conn, user_id: str | None, gen: int) -> Timeline:
+    rows = conn.execute(
+        f"SELECT rid, created_at, session_id, agent_id, coalesce(expires_at, {NEVER}), text FROM records "
+        "WHERE user_id IS ? ORDER BY created_at, rid",
+        (user_id,),
+    ).fetchall()
+    if rows:
+        rids, ats, sessions, agents, expires, texts = (list(column) for column in zip(*rows, strict=True))
+    else:
+        rids, ats, sessions, agents, expires, texts = [], [], [], [], [], []
+    return Timeline(
+        gen=gen,
+        rids=rids,
+        ats=ats,
+        sessions=sessions,
+        agents=agents,
+        expires=expires,
+        texts=texts,
+        at={rid: i for i, rid in enumerate(rids)},
+        nbytes=sum(map(len, texts)) + _PER_RECORD * len(rids),
+    )
+
+
+Sides = dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]]
+Times = dict[int, tuple[int, "str | None", "str | None", str]]
+
+
+def sides_in(
+    line: Timeline, rids: Sequence[int], now: int, *, window: int, scan: int, after: bool, times: Times | None
+) -> Sides | None:
+    """What :func:`~._search.sides` answers without filters, from ``line``; None when it holds a rid not.
+
+    The same walk as the statement: the user's ``scan`` nearest records on each side in
+    ``(created_at, rid)`` order, of those the first ``window`` of the candidate's exact
+    scope (session and agent, None matching None) that are live at ``now``. Rids come out
+    in ascending order, once each, as the statement returns them.
+    """
+    at = line.at
+    for rid in rids:
+        if rid not in at:
+            return None
+    rids_of, ats, sessions, agents, expires, texts = (
+        line.rids, line.ats, line.sessions, line.agents, line.expires, line.texts,
+    )  # fmt: skip
+    total = len(rids_of)
+    out: Sides = {}
+    for rid in sorted(set(rids)):
+        p = at[rid]
+        session, agent = sessions[p], agents[p]
+        before: list[int] = []
+        for j in range(p - 1, max(p - 1 - scan, -1), -1):
+            if sessions[j] == session and agents[j] == agent and expires[j] > now:
+                before.append(j)
+                if len(before) >= window:
+                    break
+        later: list[int] = []
+        if after:
+            for j in range(p + 1, min(p + 1 + scan, total)):
+                if sessions[j] == session and agents[j] == agent and expires[j] > now:
+                    later.append(j)
+                    if len(later) >= window:
+                        break
+        out[rid] = (
+            [(rids_of[j], d) for d, j in enumerate(before, 1)],
+            [(rids_of[j], d) for d, j in enumerate(later, 1)],
+        )
+        if times is not None:
+            # In the order the statement's rows fill it (the candidate, then each side nearest first).
+            times[rid] = (ats[p], session, agent, texts[p])
+            for j in before:
+                times[rids_of[j]] = (ats[j], session, agent, texts[j])
+            for j in later:
+                times[rids_of[j]] = (ats[j], session, agent, texts[j])
+    return out

@@ -1,0 +1,228 @@
+"""SQLite timelines: each user's records in RAM answer the neighbour lookups exactly as the statements do.
+
+A timeline (``_timeline.py``) holds one user's records in time order for one
+generation. It must give the same neighbour lists, in the same order, and fill
+the same times as :func:`_search.sides`' statement (ties, sessions, agents,
+expiry, users without an id), leave filters and time ranges to the statement,
+answer nothing for rids it does not hold, and never outlive a write of any
+kind, from this store, another store on the file, or another process: an
+expired, deleted, updated or another user's record never shows.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from memoryport import CallableEmbedder, GuardedMemory, MemoryRecord, MemoryScope, MemoryUpdate, SQLiteMemory
+from memoryport._records import utcnow
+from memoryport.adapters.sqlite import SQLiteStore, _search
+from memoryport.adapters.sqlite._rows import us
+from memoryport.adapters.sqlite._timeline import Timelines
+from memoryport.adapters.sqlite._where import Where
+
+from .support import WORKER, bow_vectors, python
+
+WORDS = ["tea", "green", "coffee", "walk", "river", "book", "piano", "garden", "storm", "lamp"]
+USERS = ["ann", "ann", "ann", "ben", None]
+
+
+def _records(seed: int, n: int = 500) -> list[MemoryRecord]:
+    rng = random.Random(seed)
+    now = utcnow()
+    out = []
+    for i in range(n):
+        age = rng.choice([rng.randrange(50), rng.randrange(5_000), 777])  # ties, not in insertion order
+        user = rng.choice(USERS)
+        out.append(
+            MemoryRecord(
+                scope=MemoryScope(
+                    user_id=user,
+                    session_id=rng.choice(["s1", "s2"] if user is None else [None, "s1", "s2"]),
+                    agent_id=rng.choice([None, None, "bot"]),
+                ),
+                text=" ".join(rng.choices(WORDS, k=rng.randint(2, 6))),
+                created_at=now - timedelta(seconds=age),
+                expires_at=None if i % 7 else now + timedelta(days=1),  # expired two days on
+                metadata={"n": i % 4},
+            )
+        )
+    return out
+
+
+def _line(store: SQLiteStore, conn: Any, user: str | None) -> Any:
+    """The user's timeline, built (the second call at a generation builds it)."""
+    store.timelines.of(conn, user)
+    line = store.timelines.of(conn, user)
+    assert line is not None
+    return line
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_sides_from_the_timeline_equal_the_statement(db_path: str, driver: str, seed: int) -> None:
+    memory = SQLiteMemory(db_path, driver=driver)
+    memory.add_sync(_records(seed))
+    store, conn = memory.store, memory.store.db.conn()
+    rng = random.Random(seed)
+    for user in ("ann", "ben", None):
+        line = _line(store, conn, user)
+        mine = [int(r[0]) for r in conn.execute("SELECT rid FROM records WHERE user_id IS ?", (user,))]
+        assert sorted(line.rids) == sorted(mine)
+        for now in (us(utcnow()), us(utcnow() + timedelta(days=2))):
+            for size, window, after in (
+                (1, 1, True),
+                (7, 2, True),
+                (40, 3, True),
+                (len(mine), 2, True),
+                (30, 1, False),
+            ):
+                rids = rng.sample(mine, min(size, len(mine))) * 2  # repeated rids come out once
+                expected_times: _search.Times = {}
+                expected = _search.sides(conn, rids, None, now, window=window, after=after, times=expected_times)
+                times: _search.Times = {}
+                found = _search.sides(conn, rids, None, now, window=window, after=after, times=times, line=line)
+                assert list(found.items()) == list(expected.items())  # same lists, same order
+                assert list(times.items()) == list(expected_times.items())
+                assert _search.sides(conn, rids, None, now, window=window, after=after, line=line) == expected
+    memory.close()
+
+
+def test_filters_time_ranges_and_other_users_rids_go_to_the_statement(db_path: str, driver: str) -> None:
+    memory = SQLiteMemory(db_path, driver=driver)
+    memory.add_sync(_records(3))
+    store, conn = memory.store, memory.store.db.conn()
+    line = _line(store, conn, "ann")
+    ann = [int(r[0]) for r in conn.execute("SELECT rid FROM records WHERE user_id = 'ann'")]
+    ben = [int(r[0]) for r in conn.execute("SELECT rid FROM records WHERE user_id = 'ben'")]
+    now = us(utcnow() + timedelta(days=2))
+    middle = utcnow() - timedelta(seconds=600)
+    for filters in (
+        Where.of({"n": 1}, None, None),
+        Where.of({"n": {"$gte": 2}}, None, None),
+        Where.of(None, middle, None),
+        Where.of(None, None, middle),
+        {"n": 3},
+    ):
+        rids = ann[:60]
+        assert _search.sides(conn, rids, filters, now, window=2, line=line) == _search.sides(
+            conn, rids, filters, now, window=2
+        )
+    # A rid the timeline does not hold (another user's): the statement answers, for every rid.
+    mixed = [*ann[:5], *ben[:5]]
+    assert _search.sides(conn, mixed, None, now, window=2, line=line) == _search.sides(conn, mixed, None, now, window=2)
+    memory.close()
+
+
+def test_a_timeline_is_built_on_the_second_search_and_dropped_by_any_write(db_path: str, driver: str) -> None:
+    memory = SQLiteMemory(db_path, driver=driver)
+    ann = MemoryScope(user_id="ann")
+    ids = memory.add_sync([MemoryRecord(scope=ann, text=f"tea {i}") for i in range(5)])
+    store = memory.store
+    conn = store.db.conn()
+
+    def of() -> Any:
+        return store.db.read(lambda c: store.timelines.of(c, "ann"))
+
+    assert of() is None  # the first search at this generation: SQL
+    line = of()
+    assert line is not None and len(line.rids) == 5
+    assert of() is line
+    writes = [
+        lambda: memory.add_sync([MemoryRecord(scope=ann, text="more tea")]),
+        lambda: memory.update_sync([MemoryUpdate(id=ids[0], text="green tea")], scope=ann),  # no embedder
+        lambda: memory.update_sync([MemoryUpdate(id=ids[1], expires_at=utcnow() + timedelta(hours=1))], scope=ann),
+        lambda: memory.delete_sync([ids[2]], scope=ann),
+        lambda: SQLiteMemory(db_path, driver=driver).add_sync([MemoryRecord(scope=ann, text="another store")]),
+        lambda: subprocess.run(
+            [python(), str(WORKER), "add", db_path, driver, "ann", "another process", "0"], check=True
+        ),
+    ]
+    for write in writes:
+        gen = int(conn.execute("SELECT gen FROM generations WHERE tenant IS NOT NULL").fetchone()[0])
+        write()
+        assert int(conn.execute("SELECT gen FROM generations WHERE tenant IS NOT NULL").fetchone()[0]) != gen
+        assert of() is None
+        line = of()
+        texts = {text for (text,) in conn.execute("SELECT text FROM records WHERE user_id = 'ann'")}
+        assert line is not None and set(line.texts) == texts
+    # Nothing of the user left: its generation row goes, and so does any timeline.
+    memory.delete_sync(None, scope=ann)
+    assert of() is None and of() is None
+    memory.close()
+
+
+def test_large_users_are_left_to_sql(db_path: str, driver: str) -> None:
+    memory = SQLiteMemory(db_path, driver=driver)
+    memory.add_sync([MemoryRecord(scope=MemoryScope(user_id="ann"), text=f"tea {i}") for i in range(30)])
+    store = memory.store
+    store.timelines = Timelines(max_records=29)
+    assert store.db.read(lambda c: [store.timelines.of(c, "ann") for _ in range(3)]) == [None, None, None]
+    store.timelines = Timelines(max_bytes=10)  # too big to keep: used once, not cached
+    lines = store.db.read(lambda c: [store.timelines.of(c, "ann") for _ in range(3)])
+    assert lines[0] is None and lines[1] is not None and lines[2] is not None and lines[1] is not lines[2]
+    memory.close()
+
+
+DIM = 32
+
+
+def _searches(
+    memory: GuardedMemory[SQLiteStore], queries: list[str], since: datetime
+) -> list[list[tuple[str, float, str]]]:
+    out = []
+    for scope in (MemoryScope(user_id="ann"), MemoryScope(user_id="ann", session_id="s1"), MemoryScope(user_id="ben")):
+        for q in queries:
+            for kwargs in ({}, {"filters": {"n": 2}}, {"since": since}):
+                hits = memory.search_sync(q, scope=scope, k=10, **kwargs)  # type: ignore[arg-type]
+                assert all(scope.covers(h.record.scope) for h in hits)
+                out.append([(str(h.record.id), h.score, h.signal) for h in hits])
+    return out
+
+
+@pytest.mark.parametrize("embedder", [False, True], ids=["keyword", "hybrid"])
+def test_searches_equal_the_sql_path_through_writes(
+    db_path: str, driver: str, embedder: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """End to end, warm timelines and none give the same hits; erased and expired records never show."""
+    bow = CallableEmbedder(lambda texts: bow_vectors(texts, DIM), dim=DIM, name="bow") if embedder else None
+    memory = SQLiteMemory(db_path, embedder=bow, driver=driver, previous_mode="all", previous_weight=0.3)
+    memory.add_sync(_records(4, 200))
+    ann = MemoryScope(user_id="ann")
+    queries = ["tea river", "green storm lamp piano"]
+    real = Timelines.of
+    since = utcnow() - timedelta(minutes=30)  # fixed: a moving bound would change the hits between runs
+
+    def both() -> list[list[tuple[str, float, str]]]:
+        monkeypatch.setattr(Timelines, "of", real)
+        _searches(memory, queries, since)  # warms every timeline
+        warm = _searches(memory, queries, since)
+        monkeypatch.setattr(Timelines, "of", lambda self, conn, user: None)
+        assert _searches(memory, queries, since) == warm
+        monkeypatch.setattr(Timelines, "of", real)
+        return warm
+
+    both()
+    found = memory.search_sync("tea", scope=ann, k=5)
+    gone = str(found[0].record.id)
+    memory.delete_sync([gone], scope=ann)
+    assert all(gone not in [hit[0] for hit in hits] for hits in both())
+    expiring = str(memory.search_sync("piano", scope=ann, k=1)[0].record.id)
+    until = utcnow() + timedelta(seconds=0.5)
+    memory.update_sync([MemoryUpdate(id=expiring, expires_at=until)], scope=ann)
+    memory.search_sync("piano", scope=ann, k=5)
+    assert memory.store.db.read(lambda c: memory.store.timelines.of(c, "ann")) is not None  # warm, then it expires
+    time.sleep(max(0.0, (until - utcnow()).total_seconds()) + 0.05)
+    assert all(expiring not in [hit[0] for hit in hits] for hits in both())
+    memory.update_sync([MemoryUpdate(id=str(found[1].record.id), text="zebra zebra")], scope=ann)
+    both()
+    assert memory.search_sync("zebra", scope=ann, k=1)[0].record.id == found[1].record.id
+    other = SQLiteMemory(db_path, embedder=bow, driver=driver)
+    other.add_sync([MemoryRecord(scope=ann, text="tea river " + w, created_at=utcnow()) for w in WORDS])
+    other.close()
+    both()
+    memory.close()
