@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._rows import Cond, Conn, filter_sql, scope_sql, tenant_token
+from ._rows import Cond, Conn, filter_sql, next_generation, scope_sql, tenant_token
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -562,7 +562,7 @@ def indexed(conn: Conn, cache: AnnCache, tenants: Iterable[str]) -> dict[str, F3
 
 def _stamp(conn: Conn) -> int:
     """A value no list version had before: the file's generation counter, advanced."""
-    return int(conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation' RETURNING value").fetchone()[0])
+    return next_generation(conn)
 
 
 def _rewrite(
@@ -825,9 +825,7 @@ def build_index(
             codes = np.concatenate([codes[stay], *fresh_codes])
             fine = np.concatenate([fine[stay], *fresh_fine])
             scales = np.concatenate([scales[stay], *fresh_scales])
-        version = int(
-            conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation' RETURNING value").fetchone()[0]
-        )
+        version = next_generation(conn)
         conn.execute(
             "INSERT INTO ann_index(tenant, nlist, dim, centroids, built, version) VALUES (?, ?, ?, ?, ?, ?)",
             (tenant, nlist, dim, centroids.tobytes(), len(rids), version),

@@ -74,7 +74,7 @@ def keyword_ranking(
             return []
         tenant = tenant_token(scope.user_id)
         row = conn.execute(
-            "SELECT g.n, g.slot, m.value FROM generations g, meta m WHERE g.tenant = ? AND m.key = 'records'",
+            "SELECT g.n, g.slot, f.n FROM generations g, generations f WHERE g.tenant = ? AND f.tenant = ''",
             (tenant,),
         ).fetchone()
         if row is None:

@@ -96,7 +96,7 @@ async def _reembed(
                     "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                     (embedder.name, int(embedder.dim)),
                 )
-                bump(conn, {r[0]: 0 for r in conn.execute("SELECT tenant FROM generations")})
+                bump(conn, {r[0]: 0 for r in conn.execute("SELECT tenant FROM generations WHERE tenant != ''")})
                 return True
 
             if await asyncio.to_thread(store.db.write, swap):

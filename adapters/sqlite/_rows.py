@@ -21,6 +21,7 @@ from ._where import Where, meta_row, where_sql
 
 __all__ = [
     "COLUMNS",
+    "FILE_ROW",
     "NEVER",
     "RID_BITS",
     "SLOT_MAX",
@@ -34,6 +35,7 @@ __all__ = [
     "filter_sql",
     "fts_rowid",
     "meta_row",
+    "next_generation",
     "record_from_row",
     "scope_key",
     "scope_sql",
@@ -55,6 +57,22 @@ NEVER = (1 << 63) - 1  # "no expiry" in the vector cache's int64 column
 COLUMNS = (
     "r.rid, r.id, r.user_id, r.session_id, r.agent_id, r.text, r.metadata, r.created_at, r.expires_at, r.updated_at"
 )
+
+
+#: The ``generations`` row of the whole file (no tenant token is empty: they start with ``t``): its ``gen`` is the
+#: file's generation counter, its ``n`` the file's record count. Kept beside the tenants' rows (schema 7; ``meta``
+#: before), so that an add of a user of a small file updates one page of bookkeeping and one statement.
+FILE_ROW = ""
+
+
+def next_generation(conn: Conn) -> int:
+    """The file's generation counter, advanced (in the caller's write transaction): a value never handed out."""
+    return int(
+        conn.execute(
+            "INSERT INTO generations(tenant, gen, n) VALUES ('', 1, 0) "
+            "ON CONFLICT(tenant) DO UPDATE SET gen = gen + 1 RETURNING gen"
+        ).fetchone()[0]
+    )
 
 
 def us(value: datetime) -> int:

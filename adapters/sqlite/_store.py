@@ -56,6 +56,7 @@ from ._graph import SQLiteGraphStore, erase_graph
 from ._reembed import reembed_file
 from ._rows import (
     COLUMNS,
+    FILE_ROW,
     Cond,
     Conn,
     filter_sql,
@@ -142,8 +143,8 @@ def _insert_sql(shape: Shape) -> str:
 @functools.lru_cache(maxsize=64)
 def _head_sql(tenants: int) -> str:
     """The one read at the start of an add: the erasure mark, the file's embedder, whether any record is past
-    due (bound ``now``), the next rid, and each of ``tenants`` tenants' row in ``generations`` (one result row
-    per tenant found; a single row of NULLs there when none is).
+    due (bound ``now``), the next rid, and the ``generations`` rows of the file (:data:`~._rows.FILE_ROW`) and of
+    each of ``tenants`` tenants (one result row per row found; a single row of NULLs there when none is).
 
     Five statements before (a ``meta`` read, the expiry check, ``max(rid)``, a
     slot and a generation read per tenant), each a few µs of a small add's CPU.
@@ -154,10 +155,8 @@ def _head_sql(tenants: int) -> str:
         "EXISTS (SELECT 1 FROM records WHERE expires_at IS NOT NULL AND expires_at <= ?1), "
         "(SELECT coalesce(max(rid), 0) + 1 FROM records)"
     )
-    if not tenants:
-        return head + ", NULL, NULL, NULL"
-    marks = ", ".join("?" * tenants)
-    return f"{head}, g.tenant, g.gen, g.slot FROM (SELECT 1) LEFT JOIN generations g ON g.tenant IN ({marks})"
+    marks = "".join(", ?" for _ in range(tenants))
+    return f"{head}, g.tenant, g.gen, g.slot FROM (SELECT 1) LEFT JOIN generations g ON g.tenant IN (''{marks})"
 
 
 class _Batch:
@@ -571,6 +570,7 @@ class SQLiteStore:
             # The tenants' generations and FTS5 slots as stored (a tenant without a row has neither yet).
             known = {str(t): (int(g), sl) for *_, t, g, sl in head if t is not None}
             old = {t: known[t][0] if t in known else -1 for t in head_tenants}
+            file_gen = known[FILE_ROW][0] if FILE_ROW in known else None
             slots = None
             if self.keyword_index == "fts5":
                 slots = {t: int(known[t][1]) for t in tenants if t in known and known[t][1] is not None}
@@ -611,7 +611,8 @@ class SQLiteStore:
             deltas = collections.Counter(row_tenants)
             for tenant, count in touched.items():
                 deltas[tenant] += count
-            gen, before = bump(conn, deltas, old)
+            # The file's generation as read first, unless an erasure or the vector index advanced it since.
+            gen, before = bump(conn, deltas, old, None if expired or vectors is not None else file_gen)
             stage = 1 if expired else int(erase_pending or 0)
             return (gen, before, bool(expired), base), stage
 

@@ -78,8 +78,8 @@ def assert_counts_consistent(db_path: str, driver: str) -> None:
     """The per-user counts and the file's record counter match the rows (they steer the FTS5 plan)."""
     conn = load_driver(driver)[1].connect(db_path)
     total = conn.execute("SELECT count(*) FROM records").fetchone()[0]
-    assert int(conn.execute("SELECT value FROM meta WHERE key = 'records'").fetchone()[0]) == total
-    assert conn.execute("SELECT coalesce(sum(n), 0) FROM generations").fetchone()[0] == total
+    assert conn.execute("SELECT n FROM generations WHERE tenant = ''").fetchone()[0] == total
+    assert conn.execute("SELECT coalesce(sum(n), 0) FROM generations WHERE tenant != ''").fetchone()[0] == total
     conn.close()
 
 

@@ -76,6 +76,21 @@ def add_one(path: str, driver: str, user: str, text: str, embed: str) -> int:
     return 0
 
 
+def add_and_die(path: str, driver: str, user: str, text: str, embed: str) -> int:
+    """Add one record (``embed``: "bow" for the tests' bag-of-words embedder), print its id, and SIGKILL ourselves
+    at once: no close, no checkpoint, nothing after ``add`` returned (an application crash)."""
+    import os
+    import signal
+
+    from support import bow_embedder
+
+    memory = SQLiteMemory(path, embedder=bow_embedder() if embed == "bow" else None, driver=driver)
+    [record_id] = memory.add_sync([MemoryRecord(scope=MemoryScope(user_id=user), text=text)])
+    print(record_id, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+    return 1
+
+
 def erase_and_die(path: str, driver: str, user: str, stop: str) -> int:
     """Erase a user, then SIGKILL ourselves at ``stop``: right after the commit, or after the VACUUM."""
     import os
@@ -149,6 +164,8 @@ if __name__ == "__main__":
         sys.exit(crash(args[0], args[1], int(args[2]), int(args[3])))
     if command == "add":
         sys.exit(add_one(*args))
+    if command == "add_and_die":
+        sys.exit(add_and_die(*args))
     if command == "erase_and_die":
         sys.exit(erase_and_die(*args))
     if command == "as_other_user":
