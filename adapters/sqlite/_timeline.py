@@ -27,7 +27,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ._rows import NEVER, Conn, tenant_token
 
@@ -37,10 +37,10 @@ __all__ = ["TIMELINE_BYTES", "TIMELINE_MAX", "Timeline", "Timelines"]
 #: looked up by SQL (a timeline of 50k records takes ~50 ms to read and ~10 MB; a lookup reads 16 per side).
 TIMELINE_MAX = 50_000
 
-#: What the timelines of one store may hold in RAM at most (estimated: texts plus ~200 bytes per record).
+#: What the timelines of one store may hold in RAM at most (estimated: texts plus ~500 bytes per record).
 TIMELINE_BYTES = 64 << 20
 
-_PER_RECORD = 200
+_PER_RECORD = 500  # the columns' objects, the rid map, the neighbour positions kept per record
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,10 @@ class Timeline:
     texts: list[str]
     at: dict[int, int]  # rid -> position
     nbytes: int
+    mortal: bool  # whether any record has an expiry
+    # scan -> position -> positions of the same session and agent among the ``scan`` nearest on each side,
+    # nearest first (filled as searches ask; the same answer whoever fills it first)
+    scoped: dict[int, dict[int, tuple[list[int], list[int]]]] = field(default_factory=dict, compare=False)
 
 
 class Timelines:
@@ -124,6 +128,7 @@ def _read(conn: Conn, user_id: str | None, gen: int) -> Timeline:
         texts=texts,
         at={rid: i for i, rid in enumerate(rids)},
         nbytes=sum(map(len, texts)) + _PER_RECORD * len(rids),
+        mortal=any(e != NEVER for e in expires),
     )
 
 
@@ -149,23 +154,25 @@ def sides_in(
         line.rids, line.ats, line.sessions, line.agents, line.expires, line.texts,
     )  # fmt: skip
     total = len(rids_of)
+    scoped = line.scoped.get(scan)
+    if scoped is None:
+        scoped = line.scoped.setdefault(scan, {})
     out: Sides = {}
     for rid in sorted(set(rids)):
         p = at[rid]
         session, agent = sessions[p], agents[p]
-        before: list[int] = []
-        for j in range(p - 1, max(p - 1 - scan, -1), -1):
-            if sessions[j] == session and agents[j] == agent and expires[j] > now:
-                before.append(j)
-                if len(before) >= window:
-                    break
-        later: list[int] = []
-        if after:
-            for j in range(p + 1, min(p + 1 + scan, total)):
-                if sessions[j] == session and agents[j] == agent and expires[j] > now:
-                    later.append(j)
-                    if len(later) >= window:
-                        break
+        near = scoped.get(p)
+        if near is None:
+            near = scoped[p] = (
+                [j for j in range(p - 1, max(p - 1 - scan, -1), -1) if sessions[j] == session and agents[j] == agent],
+                [j for j in range(p + 1, min(p + 1 + scan, total)) if sessions[j] == session and agents[j] == agent],
+            )
+        if line.mortal:
+            before = [j for j in near[0] if expires[j] > now][:window]
+            later = [j for j in near[1] if expires[j] > now][:window] if after else []
+        else:
+            before = near[0][:window]
+            later = near[1][:window] if after else []
         out[rid] = (
             [(rids_of[j], d) for d, j in enumerate(before, 1)],
             [(rids_of[j], d) for d, j in enumerate(later, 1)],

@@ -822,9 +822,24 @@ def mentions_time(text: str) -> bool:
         >>> mentions_time("I went to a fair yesterday"), mentions_time("I love fairs")
         (True, False)
     """
+    if len(text) <= _MEMO_CHARS:
+        return _mentions_time(text)
+    return _names_time(text)
+
+
+# Searches of one conversation rank the same turns again and again: a short text's answer is kept
+# (at most _MEMO_TEXTS texts of at most _MEMO_CHARS characters: a few MB at most).
+_MEMO_CHARS = 512
+_MEMO_TEXTS = 8192
+
+
+def _names_time(text: str) -> bool:
     if not _TIME_WORDS.isdisjoint(_WORD.findall(text.lower())):
         return True
     return _NUMERIC_TIME.search(text) is not None
+
+
+_mentions_time = functools.lru_cache(maxsize=_MEMO_TEXTS)(_names_time)
 
 
 def time_boost(

@@ -128,3 +128,12 @@ def test_mixes_previous_modes_and_gap() -> None:
     assert mixes_previous("all", "Paris is lovely.", "I went to Paris.", 1e9)
     with pytest.raises(ValueError, match="mode"):
         mixes_previous("every", *reply, 5.0)
+
+
+def test_mentions_time_answers_the_same_twice_and_for_long_texts() -> None:
+    """Short texts' answers are kept (a search ranks the same turns again); long ones are computed each time."""
+    padding = "word " * 200  # beyond the kept length
+    for text in ["I went there yesterday", "I love fairs", "on 5/7/2023", padding + "in July", padding + "nothing"]:
+        first = mentions_time(text)
+        assert mentions_time(text) == first == mentions_time("".join(text))  # an equal string, another object
+    assert mentions_time(padding + "in July") and not mentions_time(padding + "nothing")

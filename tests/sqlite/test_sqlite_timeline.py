@@ -48,7 +48,7 @@ def _records(seed: int, n: int = 500) -> list[MemoryRecord]:
                 ),
                 text=" ".join(rng.choices(WORDS, k=rng.randint(2, 6))),
                 created_at=now - timedelta(seconds=age),
-                expires_at=None if i % 7 else now + timedelta(days=1),  # expired two days on
+                expires_at=None if i % 7 or user == "ben" else now + timedelta(days=1),  # ben: none
                 metadata={"n": i % 4},
             )
         )
