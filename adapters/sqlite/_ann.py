@@ -599,8 +599,10 @@ def _rewrite(
     return rids, codes, fine, scales
 
 
-def index_add(conn: Conn, cache: AnnCache, tenants: Sequence[str], rids: Sequence[int], vectors: F32) -> None:
+def index_add(conn: Conn, cache: AnnCache, tenants: Sequence[str], rids: Sequence[int], vectors: F32) -> bool:
     """Assign new vectors (``tenants[i]``'s record ``rids[i]``) to their users' indexes: to their lists' tails.
+
+    True when some user had an index (the file's generation was advanced for its version: see ``_stamp``).
 
     A tail is a small row (a list's own row is about 440 KB at 1M: rewriting it
     per add would cost that much I/O each time); once a tail holds more than
@@ -609,7 +611,7 @@ def index_add(conn: Conn, cache: AnnCache, tenants: Sequence[str], rids: Sequenc
     """
     cents = indexed(conn, cache, tenants)
     if not cents:
-        return
+        return False
     by_tenant: dict[str, list[int]] = {}
     for i, tenant in enumerate(tenants):
         if tenant in cents:
@@ -637,6 +639,7 @@ def index_add(conn: Conn, cache: AnnCache, tenants: Sequence[str], rids: Sequenc
             else:
                 assign += [(rid, tail) for rid in new_rids[mask].tolist()]
         conn.executemany("INSERT OR REPLACE INTO ann_assign(rid, list) VALUES (?, ?)", assign)
+    return True
 
 
 def drop_rids(conn: Conn, rows: Sequence[tuple[int, str | None]]) -> None:

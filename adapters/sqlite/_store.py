@@ -217,6 +217,8 @@ def _rows_of(records: Sequence[MemoryRecord], ids: Sequence[str], base: int, slo
     Python loop per record. Any other batch goes through :func:`_rows_loop`.
     """
     n = len(records)
+    if n == 1:
+        return _row_of(records, ids, base, slots)
     if slots is not None:
         fts_rowid(0, base + n - 1)  # the last rid fits the FTS5 rowid's bits (else ValueError)
     first = records[0].scope
@@ -243,6 +245,24 @@ def _rows_of(records: Sequence[MemoryRecord], ids: Sequence[str], base: int, slo
         else:
             batch.fts = list(zip(range(high | base, (high | base) + n), texts, [tenant] * n, strict=True))
     batch.tenants = [tenant] * n
+    return batch
+
+
+def _row_of(records: Sequence[MemoryRecord], ids: Sequence[str], base: int, slots: Mapping[str, int] | None) -> _Batch:
+    """:func:`_rows_of` of a batch of one usual record (no metadata, expiry nor update time; any other goes
+    through :func:`_rows_loop`): the rows built directly, ~5 µs instead of the column passes' ~20."""
+    r = records[0]
+    if r.metadata or r.expires_at is not None or r.updated_at is not None:
+        return _rows_loop(records, ids, base, slots)
+    scope = r.scope
+    user, session, agent = scope.user_id, scope.session_id, scope.agent_id
+    tenant = tenant_token(user)
+    batch = _Batch()
+    row = (base, ids[0], *[v for v in (user, session, agent) if v is not None], r.text, us(r.created_at))
+    batch.groups[(user is None, session is None, agent is None, True, True, True)] = [row]
+    if slots is not None:
+        batch.fts = [(fts_rowid(slots[tenant], base), r.text, tenant)]
+    batch.tenants = [tenant]
     return batch
 
 
@@ -607,12 +627,15 @@ class SQLiteStore:
                         "INSERT INTO vectors(rid, vec) VALUES (?, ?)",
                         [(base + i, blob[at : at + size]) for i, at in enumerate(range(0, len(blob), size))],
                     )
-                index_add(conn, self.ann, row_tenants, range(base, base + len(records)), vectors)
-            deltas = collections.Counter(row_tenants)
+                if index_add(conn, self.ann, row_tenants, range(base, base + len(records)), vectors):
+                    file_gen = None  # advanced for the index's version: bump reads it again
+            deltas: dict[str, int] = (
+                {row_tenants[0]: 1} if len(row_tenants) == 1 else collections.Counter(row_tenants)
+            )
             for tenant, count in touched.items():
-                deltas[tenant] += count
+                deltas[tenant] = deltas.get(tenant, 0) + count
             # The file's generation as read first, unless an erasure or the vector index advanced it since.
-            gen, before = bump(conn, deltas, old, None if expired or vectors is not None else file_gen)
+            gen, before = bump(conn, deltas, old, None if expired else file_gen)
             stage = 1 if expired else int(erase_pending or 0)
             return (gen, before, bool(expired), base), stage
 

@@ -22,6 +22,7 @@ import pytest
 from memoryport import CallableEmbedder, MemoryRecord, MemoryScope, MemoryUpdate, SQLiteMemory
 from memoryport.adapters.sqlite import SCHEMA_VERSION
 from memoryport.adapters.sqlite._ann import codes_of, fine_of, hamming, hamming_columns, kmeans, nearest
+from memoryport.adapters.sqlite._rows import tenant_token
 from memoryport.storekit import embed_unit
 
 from .support import raw_bytes
@@ -171,6 +172,20 @@ def test_adds_updates_and_deletes_after_the_build_are_reflected(indexed: Any) ->
     conn = memory.store.driver.connect(path)
     listed = sum(len(r[0]) // 8 for r in conn.execute("SELECT rids FROM ann_lists"))
     assert listed == conn.execute("SELECT count(*) FROM ann_assign").fetchone()[0] == 1500
+    conn.close()
+
+
+def test_an_add_to_an_indexed_user_takes_a_generation_past_the_index_stamp(indexed: Any) -> None:
+    # The add's vectors go to the index, which advances the file's generation for its lists' version
+    # (schema 7: the generations row ''); the add's own generation must come after it, never equal it.
+    memory, _, _, path = indexed
+    conn = memory.store.driver.connect(path)
+    before = conn.execute("SELECT gen FROM generations WHERE tenant = ''").fetchone()[0]
+    memory.add_sync([MemoryRecord(scope=ANN, text="c5 one more")])
+    stamps = {int(r[0]) for r in conn.execute("SELECT v FROM ann_lists")}
+    sql = "SELECT gen FROM generations WHERE tenant = ?"
+    file_gen, user_gen = (conn.execute(sql, (t,)).fetchone()[0] for t in ("", tenant_token("ann")))
+    assert file_gen == user_gen == before + 2 and before + 1 in stamps and user_gen not in stamps
     conn.close()
 
 
