@@ -1,7 +1,8 @@
 """Keyword ranking: FTS5 BM25 over the file, BM25 over one user's records, or LIKE where FTS5 is missing.
 
-Every candidate is checked against scope, expiry and filters in SQL before it
-counts; the best ``limit`` come back as ``(rid, score)``, best first.
+Every candidate is checked against scope, expiry and filters before it counts
+(in SQL, or without filters in the user's timeline, ``_timeline.py``); the best
+``limit`` come back as ``(rid, score)``, best first.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from memoryport.storekit import chunks
 
 from ._fts import like_patterns, match_expression
 from ._rows import Cond, Conn, filter_sql, scope_sql, slot_span, tenant_token
+from ._timeline import Timeline
 from ._where import Where, where_sql
 
 __all__ = ["Span", "bm25_file", "bm25_per_user", "doc_sizes", "file_idf", "keyword_ranking", "varint"]
@@ -58,12 +60,16 @@ def keyword_ranking(
     filters: Cond,
     now: int,
     idf: dict[str, float] | None = None,
+    line: Timeline | None = None,
 ) -> list[tuple[int, float]]:
     """(rid, score) best first; score is -BM25 (higher is better) or the number of words matched (LIKE).
 
     ``idf``: filled with the BM25 IDF of each query word found in the records
     the score counts (the user's, or the file's when the user holds most of it);
-    left empty by the LIKE fallback, which has none.
+    left empty by the LIKE fallback, which has none. ``line``: the user's records
+    in RAM, current in this snapshot (``_timeline.py``): without filters or a time
+    range, the candidates' scope and expiry are checked there, and the words per
+    record it has kept are not read again.
     """
     where, params = scope_sql(scope)
     fsql, fparams = filter_sql(filters)
@@ -83,9 +89,14 @@ def keyword_ranking(
         # The user's records are the FTS5 rowids of its slot (see _rows.fts_rowid):
         # only their postings are read, however many other users share the file.
         span = Span(slot, tenant)
-        check = functools.partial(_check_rows, conn, where, params, live, fsql, fparams, now)
+        check: Callable[[Sequence[int]], set[int]]
+        if line is not None and not fsql:
+            check = functools.partial(_check_in, line, scope, now)
+        else:
+            check = functools.partial(_check_rows, conn, where, params, live, fsql, fparams, now)
         if 2 * mine < total:
-            return bm25_per_user(conn, ranking.query_terms(query), span, mine, limit, check, idf)
+            sizes = None if line is None else line.sizes
+            return bm25_per_user(conn, ranking.query_terms(query), span, mine, limit, check, idf, sizes)
         if idf is not None:
             idf.update(file_idf(conn, ranking.query_terms(query), total))
         checked = functools.partial(_ranked_checked, conn, where, params, live, fsql, fparams, now)
@@ -107,6 +118,23 @@ def keyword_ranking(
         [json.dumps(patterns), *params, now, *fparams],
     ).fetchall()
     return [(int(rid), float(score)) for rid, score in rows]
+
+
+def _check_in(line: Timeline, scope: MemoryScope, now: int, rids: Sequence[int]) -> set[int]:
+    """:func:`_check_rows` without filters, from the user's records in RAM (a rid it lacks is another user's)."""
+    at, sessions, agents, expires = line.at, line.sessions, line.agents, line.expires
+    session, agent = scope.session_id, scope.agent_id
+    keep: set[int] = set()
+    for rid in rids:
+        p = at.get(rid)
+        if (
+            p is not None
+            and expires[p] > now
+            and (session is None or sessions[p] == session)
+            and (agent is None or agents[p] == agent)
+        ):
+            keep.add(rid)
+    return keep
 
 
 def _check_rows(
@@ -293,6 +321,7 @@ def bm25_per_user(
     limit: int,
     check: Callable[[Sequence[int]], set[int]],
     idf: dict[str, float] | None = None,
+    known: dict[int, int] | None = None,
 ) -> list[tuple[int, float]]:
     """BM25 over the user's own records, for a user among many in the file.
 
@@ -301,6 +330,8 @@ def bm25_per_user(
     Here each word's postings are read only within the user's slot (a rowid
     range FTS5 seeks to), the IDF is the user's own, and each word is assumed
     to occur once per record (short memories). ``idf``: filled with each found word's IDF.
+    ``known``: rid -> words in its text, kept from earlier searches (valid while the texts
+    are unchanged: a timeline's); only the others are read, and then kept there.
     """
     words: dict[int, float] = {}
     for term in terms:
@@ -327,7 +358,14 @@ def bm25_per_user(
         done += len(part)
         keep = check([rid for rid, _ in part])
         part = [(rid, idf) for rid, idf in part if rid in keep]
-        sizes = doc_sizes(conn, [rid for rid, _ in part], span.base)
+        if known is None:
+            sizes = doc_sizes(conn, [rid for rid, _ in part], span.base)
+        else:
+            sizes = {rid: known[rid] for rid, _ in part if rid in known}
+            if len(sizes) < len(part):
+                read = doc_sizes(conn, [rid for rid, _ in part if rid not in sizes], span.base)
+                known.update(read)
+                sizes.update(read)
         avg = sum(sizes.values()) / len(sizes) if sizes else 1.0
         hits.extend((rid, idf * ranking.bm25_length_factor(sizes.get(rid, 1), avg)) for rid, idf in part)
         if len(hits) >= limit or done >= len(words):

@@ -12,6 +12,9 @@ expiry, a re-embedding), read in the search's own transaction, so a timeline
 never answers for another snapshot. Expiry is checked against the search's
 clock at every lookup, as the SQL does.
 
+The keyword ranking checks its candidates' scope and expiry there too, and
+keeps the words per record (FTS5's docsize) it read, for the next search.
+
 What it never answers (the caller runs the statement instead): a lookup with
 metadata filters or a time range, a rid it does not hold, a user with more
 than :data:`TIMELINE_MAX` records or without a generation, and the first
@@ -40,6 +43,7 @@ TIMELINE_MAX = 50_000
 #: What the timelines of one store may hold in RAM at most (estimated: texts plus ~500 bytes per record).
 TIMELINE_BYTES = 64 << 20
 
+_SEEN_MAX = 65_536
 _PER_RECORD = 500  # the columns' objects, the rid map, the neighbour positions kept per record
 
 
@@ -60,6 +64,8 @@ class Timeline:
     # scan -> position -> positions of the same session and agent among the ``scan`` nearest on each side,
     # nearest first (filled as searches ask; the same answer whoever fills it first)
     scoped: dict[int, dict[int, tuple[list[int], list[int]]]] = field(default_factory=dict, compare=False)
+    # rid -> words in its text (FTS5's docsize), kept as keyword searches read them
+    sizes: dict[int, int] = field(default_factory=dict, compare=False)
 
 
 class Timelines:
@@ -92,6 +98,8 @@ class Timelines:
                 self._lines.move_to_end(user_id)
                 return line
             if self._seen.get(user_id) != gen:
+                if len(self._seen) >= _SEEN_MAX:
+                    self._seen.clear()  # many users searched once each: forget them, not grow
                 self._seen[user_id] = gen
                 return None
         line = _read(conn, user_id, gen)

@@ -226,3 +226,35 @@ def test_searches_equal_the_sql_path_through_writes(
     other.close()
     both()
     memory.close()
+
+
+def test_keyword_ranking_with_the_timeline_equals_the_statements(db_path: str, driver: str) -> None:
+    """Scope and expiry checked in RAM, words per record kept: the same ranking and IDF as SQL gives."""
+    from memoryport.adapters.sqlite._keyword import keyword_ranking
+
+    memory = SQLiteMemory(db_path, driver=driver)
+    memory.add_sync(_records(5, 400))
+    # Another user holding most of the file: ann's keyword ranking is BM25 over ann's records alone.
+    memory.add_sync([MemoryRecord(scope=MemoryScope(user_id="zed"), text=f"tea lamp {i}") for i in range(900)])
+    store, conn = memory.store, memory.store.db.conn()
+    scopes = [
+        MemoryScope(user_id="ann"),
+        MemoryScope(user_id="ann", session_id="s1"),
+        MemoryScope(user_id="ann", agent_id="bot"),
+        MemoryScope(user_id="ben", session_id="s2", agent_id="bot"),
+        MemoryScope(user_id="zed"),
+    ]
+    for scope in scopes:
+        line = _line(store, conn, scope.user_id)
+        for query in ["tea river", "green storm lamp piano", "walk", "zebra"]:
+            for now in (us(utcnow()), us(utcnow() + timedelta(days=2))):
+                for filters in (None, Where.of({"n": 1}, None, None)):
+                    for limit in (3, 50):
+                        idf: dict[str, float] = {}
+                        expected = keyword_ranking(conn, "fts5", query, scope, limit, filters, now, idf)
+                        for _ in range(2):  # the second time with the words per record kept
+                            got_idf: dict[str, float] = {}
+                            got = keyword_ranking(conn, "fts5", query, scope, limit, filters, now, got_idf, line)
+                            assert got == expected
+                            assert got_idf == idf
+    memory.close()
