@@ -10,12 +10,13 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._checks import check_int
 from .._errors import EmbeddingError, InvalidInput, MissingExtra, UsageError
 from .._events import report_usage
 from .._extras import require
+from . import _blas
 
 if TYPE_CHECKING:
     import numpy as np
@@ -27,12 +28,14 @@ if TYPE_CHECKING:
 else:
     Matrix = Any
 
-__all__ = ["DEFAULT_MODEL", "INSTALL_MODEL", "LocalEmbedder", "default_model_path"]
+__all__ = ["DEFAULT_MODEL", "INSTALL_MODEL", "SMALL_FORWARD_TOKENS", "LocalEmbedder", "default_model_path"]
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 """The hub id of the model used when no path is given."""
 
 _POOLING = ("cls", "mean", "max", "mean_sqrt_len")
+SMALL_FORWARD_TOKENS = 64
+"""With ``blas_threads="auto"``, forward passes of at most this many tokens (a question) run on one BLAS thread."""
 _MODEL_FILES = ["config.json", "tokenizer.json", "model.safetensors", "modules.json",
                 "sentence_bert_config.json", "1_Pooling/config.json", "config_sentence_transformers.json"]
 
@@ -114,6 +117,15 @@ class LocalEmbedder:
             truncated (as sentence-transformers does). Defaults to the model's
             ``max_seq_length``. It is part of the name, because it changes vectors.
         revision: the hub revision, when downloading.
+        blas_threads: BLAS threads for each forward pass, when numpy's BLAS is
+            OpenBLAS (elsewhere this does nothing). ``"auto"`` (the default):
+            one thread for passes of at most :data:`SMALL_FORWARD_TOKENS`
+            tokens (a question: splitting its small matrix products over cores
+            costs more than it gains, and on a busy machine several times
+            more), the BLAS's own count for larger batches. An int: that many
+            threads for every pass. None: never touch the count. The count is
+            process-wide in OpenBLAS; it is set for the pass and restored after.
+            It never changes the vectors.
 
     Raises:
         MissingExtra: ``tokenizers`` or ``safetensors`` (or ``huggingface_hub``
@@ -136,8 +148,14 @@ class LocalEmbedder:
         batch_size: int = 32,
         max_length: int | None = None,
         revision: str | None = None,
+        blas_threads: int | Literal["auto"] | None = "auto",
     ) -> None:
         check_int(batch_size, "batch_size")
+        if blas_threads not in (None, "auto") and (
+            isinstance(blas_threads, bool) or not isinstance(blas_threads, int) or blas_threads < 1
+        ):
+            raise InvalidInput('blas_threads must be "auto", None or an integer of at least 1', field="blas_threads")
+        self._blas_threads = blas_threads
         if max_length is not None:
             check_int(max_length, "max_length", minimum=2)
         tokenizers = require("tokenizers", extra="local", feature="LocalEmbedder")
@@ -331,13 +349,20 @@ class LocalEmbedder:
                 out = np.empty((len(texts), self._dim), np.float32)
                 for first in range(0, len(order), self._batch_size):
                     chunk = order[first : first + self._batch_size]
-                    states = self._encoder.forward([ids[i] for i in chunk], [types[i] for i in chunk])
+                    with _blas.blas_threads(self._threads_for(sum(len(ids[i]) for i in chunk))):
+                        states = self._encoder.forward([ids[i] for i in chunk], [types[i] for i in chunk])
                     out[chunk] = self._pool(states)
         except Exception as exc:
             raise EmbeddingError(
                 f"embedder {self._name!r} failed: {type(exc).__name__}", backend=self._name, operation="embed"
             ) from exc
         return out, int(sum(len(i) for i in ids))
+
+    def _threads_for(self, tokens: int) -> int | None:
+        """The BLAS thread count for a forward pass of ``tokens`` tokens (None: leave it as it is)."""
+        if self._blas_threads == "auto":
+            return 1 if tokens <= SMALL_FORWARD_TOKENS else None
+        return self._blas_threads
 
     def _pool(self, states: list[Matrix]) -> Matrix:
         import numpy as np
