@@ -41,6 +41,16 @@ to show what each gained.
 by question beside the default (latency ratios from one run);
 ``--previous-weight W`` sets the previous-turn mixing (replies only by default) of every mode's store.
 
+Latency: every question is asked at k=50 (recall@5..50 come from that search)
+and timed again at each ``--latency-k`` (default 10, the k of the recall@10
+goal; the two in alternating order), so both medians come from one run.
+``--embed-questions`` (with ``--cache``) embeds each question in the run, so
+the times include it; ``--timeline`` then also times the question's embedding
+alone (``embed_sync``, once per question). ``--blas-threads auto,none`` builds
+one LocalEmbedder per setting (``blas_threads``; ``none``: numpy's own count)
+and one hybrid store for each after the first, asked question by question in
+the same run: before/after ratios of the embedder's thread policy.
+
 DATA defaults to ../shared/data/locomo/locomo-dev.json (beside the repository).
 The data is CC BY-NC: benchmarks only, never shipped in the package.
 """
@@ -301,9 +311,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.conversations:
         conversations = [c for c in conversations if c.sample_id in args.conversations]
     # Keyword search alone needs no vectors: such a run embeds nothing (minutes less on a loaded machine).
-    embedder: Any = None if set(args.modes) == {"keyword"} else LocalEmbedder(args.model)
+    threads = args.blas_threads
+    embedder: Any = None if set(args.modes) == {"keyword"} else LocalEmbedder(args.model, blas_threads=threads[0])
     if args.cache and embedder is not None:
         embedder = CachedEmbedder(embedder, args.cache)
+    # More LocalEmbedders, one per further --blas-threads setting, each behind a hybrid store of its own.
+    others: dict[str, Any] = {}
+    for setting in threads[1:] if embedder is not None else []:
+        other: Any = LocalEmbedder(args.model, blas_threads=setting)
+        others[f"hybrid, blas_threads {setting}"] = CachedEmbedder(other, args.cache) if args.cache else other
     modes = args.modes
     # The store's default previous_weight unless --previous-weight says otherwise.
     previous: dict[str, Any] = {} if args.previous_weight is None else {"previous_weight": args.previous_weight}
@@ -338,6 +354,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             memories[name] = PostgresMemory(server.dsn, embedder=embedder, schema=schema, **options)
         else:
             memories[name] = SQLiteMemory(db, embedder=embedder, **options)
+    for name, other in others.items():
+        if args.backend == "postgres":
+            memories[name] = PostgresMemory(server.dsn, embedder=other, schema=schema, **previous)
+        else:
+            memories[name] = SQLiteMemory(db, embedder=other, **previous)
     if args.baseline:
         # Side by side, question by question: the ranking before this round's default step, on the same records.
         off = {"session_weight": 0.0}
@@ -372,8 +393,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         ]
         await writer.add(records)
     index_s = time.perf_counter() - start
-    if isinstance(embedder, CachedEmbedder) and args.embed_questions:
-        embedder.live = True
+    if args.embed_questions:
+        for wrapped in (embedder, *others.values()):
+            if isinstance(wrapped, CachedEmbedder):
+                wrapped.live = True
+    embed_alone = None
+    if args.timeline and embedder is not None and (args.embed_questions or not args.cache):
+        inner = embedder.inner if isinstance(embedder, CachedEmbedder) else embedder
+        embed_alone = inner.embed_sync
 
     ids_by_record: dict[str, str] = {}
     for conv in conversations:
@@ -392,12 +419,20 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "index_seconds": round(index_s, 1),
         "cached_embeddings": bool(args.cache),
         "embed_questions": bool(args.embed_questions),
+        "blas_threads": [str(t).lower() for t in threads],
         "steps": {},
     }
+    embed_ms: list[float] = []
     for step in steps:
         if step is not None:
             configure_ranking(step, memories)
-        result["steps"][step or "current"] = await ask(conversations, memories, ids_by_record)
+        result["steps"][step or "current"] = await ask(conversations, memories, ids_by_record,
+                                                       latency_ks=args.latency_k, embed_alone=embed_alone,
+                                                       embed_ms=embed_ms)
+    if embed_ms:
+        ordered = sorted(embed_ms)
+        result["embedding_alone_ms"] = {"median": statistics.median(ordered),
+                                        "p95": ordered[int(0.95 * (len(ordered) - 1))], "questions": len(ordered)}
     result["backend"] = args.backend
     for memory in memories.values():
         if hasattr(memory, "aclose"):
@@ -410,23 +445,49 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-async def ask(conversations: list[Conversation], memories: dict[str, Any], ids_by_record: dict[str, str]
-              ) -> dict[str, Any]:
-    """Ask every question in every mode; recall@k and latency per mode."""
+async def ask(conversations: list[Conversation], memories: dict[str, Any], ids_by_record: dict[str, str],
+              *, latency_ks: Sequence[int] = (), embed_alone: Any = None,
+              embed_ms: list[float] | None = None) -> dict[str, Any]:
+    """Ask every question in every mode; recall@k and latency per mode.
+
+    Recall comes from one search at k=50; each of ``latency_ks`` adds a timed
+    search at that k (before the k=50 one for every other question).
+    ``embed_alone``, when given, is timed on each question once (the embedding
+    alone), into ``embed_ms``.
+    """
     from memoryport import MemoryScope
 
     modes = list(memories)
     recalls: dict[str, dict[int, dict[int, list[float]]]] = {m: {k: {} for k in KS} for m in modes}
     latency: dict[str, list[float]] = {m: [] for m in modes}
+    latency_at: dict[str, dict[int, list[float]]] = {m: {k: [] for k in latency_ks} for m in modes}
+    asked = 0
     # Per conversation too: a change that helps one conversation only is tuned to it, not to conversations.
     by_conv: dict[str, dict[str, dict[int, list[float]]]] = {m: {} for m in modes}
     for conv in conversations:
         scope = MemoryScope(user_id=conv.sample_id)
         for q in conv.questions:
+            asked += 1
+            if embed_alone is not None and embed_ms is not None:
+                t0 = time.perf_counter()
+                embed_alone([q.text])
+                embed_ms.append((time.perf_counter() - t0) * 1000)
             for mode in modes:
+                # The timed searches at other k: after the k=50 search for odd questions, before it for even ones.
+                extra = list(latency_ks)
+                if asked % 2 == 0:
+                    for k in extra:
+                        t0 = time.perf_counter()
+                        await memories[mode].search(q.text, scope=scope, k=k)
+                        latency_at[mode][k].append((time.perf_counter() - t0) * 1000)
                 t0 = time.perf_counter()
                 hits = await memories[mode].search(q.text, scope=scope, k=max(KS))
                 latency[mode].append((time.perf_counter() - t0) * 1000)
+                if asked % 2 == 1:
+                    for k in extra:
+                        t0 = time.perf_counter()
+                        await memories[mode].search(q.text, scope=scope, k=k)
+                        latency_at[mode][k].append((time.perf_counter() - t0) * 1000)
                 found = [ids_by_record[str(h.record.id)] for h in hits]
                 for k in KS:
                     top = set(found[:k])
@@ -451,6 +512,8 @@ async def ask(conversations: list[Conversation], memories: dict[str, Any], ids_b
             "per_conversation": {c: {k: mean(vs) for k, vs in ks.items()} for c, ks in by_conv[mode].items()},
             "ms_per_query_median": statistics.median(lat),
             "ms_per_query_p95": lat[int(0.95 * (len(lat) - 1))],
+            "ms_at_k": {str(k): {"median": statistics.median(v), "p95": sorted(v)[int(0.95 * (len(v) - 1))]}
+                        for k, v in latency_at[mode].items() if v},
         }
     return result
 
@@ -467,14 +530,21 @@ def print_tables(result: dict[str, Any]) -> None:
     elif result["cached_embeddings"]:
         print("# record embeddings came from a cache; each question was embedded in the run (timed)")
     steps = result["steps"]
+    extra_ks = list(next(iter(next(iter(steps.values())).values())).get("ms_at_k", {}))
     print()
-    print("| ranking | mode | R@5 | R@10 | R@25 | R@50 | ms/query median (p95) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| ranking | mode | R@5 | R@10 | R@25 | R@50 | ms/query median (p95) at k=50 |"
+          + "".join(f" at k={k} |" for k in extra_ks))
+    print("|---|---|---|---|---|---|---|" + "---|" * len(extra_ks))
     for step, modes in steps.items():
         for mode, m in modes.items():
             r = m["recall"]
+            at = "".join(f" {m['ms_at_k'][k]['median']:.1f} ({m['ms_at_k'][k]['p95']:.1f}) |" for k in extra_ks)
             print(f"| {step} | {mode} | {r[5]:.1f} | {r[10]:.1f} | {r[25]:.1f} | {r[50]:.1f} | "
-                  f"{m['ms_per_query_median']:.1f} ({m['ms_per_query_p95']:.1f}) |")
+                  f"{m['ms_per_query_median']:.1f} ({m['ms_per_query_p95']:.1f}) |" + at)
+    alone = result.get("embedding_alone_ms")
+    if alone:
+        print(f"\n# the question's embedding alone (embed_sync, timed once per question): median "
+              f"{alone['median']:.1f} ms (p95 {alone['p95']:.1f}), {alone['questions']} questions")
     last = list(steps.values())[-1]
     cats = list(next(iter(last.values()))["per_category"])
     counts = next(iter(last.values()))["questions_per_category"]
@@ -495,6 +565,15 @@ def print_tables(result: dict[str, Any]) -> None:
     for mode, m in last.items():
         cells = [f"{m['per_conversation'][c][5]:.1f} / {m['per_conversation'][c][10]:.1f}" for c in convs]
         print(f"| {mode} | " + " | ".join(cells) + " |")
+
+
+def _blas_settings(text: str) -> list[Any]:
+    """``auto,none,2`` -> ["auto", None, 2] (LocalEmbedder's blas_threads values)."""
+    out: list[Any] = []
+    for part in text.split(","):
+        part = part.strip().lower()
+        out.append(None if part == "none" else part if part == "auto" else int(part))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -524,6 +603,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--now", choices=("real", "last-session"), default="real",
                     help="the layer's clock with --curated (recency counts from it)")
     ap.add_argument("--recency", type=float, default=None, help="the salience's recency weight (default: the policy's)")
+    ap.add_argument("--latency-k", default=[10], type=lambda s: [int(v) for v in s.split(",") if v],
+                    help="also time a search at each of these k (default 10; '' for none); recall stays at k=50")
+    ap.add_argument("--timeline", action="store_true",
+                    help="also time the question's embedding alone (with --embed-questions, or without --cache)")
+    ap.add_argument("--blas-threads", default=["auto"], type=_blas_settings,
+                    help="LocalEmbedder blas_threads: auto (default), none or N; several (auto,none) compare "
+                         "hybrid stores side by side")
     args = ap.parse_args(argv)
     if not args.data.is_file():
         print(f"no LoCoMo file at {args.data}", file=sys.stderr)
