@@ -190,6 +190,8 @@ class LocalEmbedder:
         except ValueError as exc:
             raise UsageError(f"LocalEmbedder cannot run the model in {str(folder)!r}: {exc}") from exc
         self._dim = config.hidden_size
+        if blas_threads is not None:
+            _blas.openblas()  # found now (~1.5 ms), not during the first search
         digest = self._digest(folder, pooling, normalize, limit)
         self._name = f"local:{label}:{pooling}{'+norm' if normalize else ''}:{limit}:{digest}"
 
