@@ -422,7 +422,7 @@ async def test_context_receives_events_and_counts_embedding_usage(store: DictSto
 
     async def add(records: list[MemoryRecord]) -> None:
         await embedder.embed([r.text for r in records])
-        store.add(records)
+        await store.add(records)
 
     memory = CallableMemory(add=add, search=store.search, get=store.get, delete=store.delete, name="embedding-dict")
     events: list[MemoryEvent] = []
@@ -430,7 +430,8 @@ async def test_context_receives_events_and_counts_embedding_usage(store: DictSto
     tools = memory_tools(memory)
     await tools.dispatch("remember", {"text": "Ann likes tea"}, ctx)
     await tools.dispatch("remember", {"text": "Ann likes oolong"}, ctx)
-    await tools.dispatch("recall", {"query": "tea"}, ctx)
+    found = await tools.dispatch("recall", {"query": "tea"}, ctx)
+    assert texts(found) == ["Ann likes tea"]  # the host's add really stored them
     assert ctx.usage["embedding_calls"] == 2 and ctx.usage["texts"] == 2
     assert ctx.operations["memory.added"] == 2 and ctx.operations["memory.searched"] == 1
     assert [e.name for e in events].count("embedding.used") == 2
