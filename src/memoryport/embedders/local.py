@@ -151,10 +151,13 @@ class LocalEmbedder:
         blas_threads: int | Literal["auto"] | None = "auto",
     ) -> None:
         check_int(batch_size, "batch_size")
-        if blas_threads not in (None, "auto") and (
-            isinstance(blas_threads, bool) or not isinstance(blas_threads, int) or blas_threads < 1
-        ):
-            raise InvalidInput('blas_threads must be "auto", None or an integer of at least 1', field="blas_threads")
+        if blas_threads is not None and blas_threads != "auto":
+            try:
+                check_int(blas_threads, "blas_threads")
+            except InvalidInput:
+                raise InvalidInput(
+                    'blas_threads must be "auto", None or an integer of at least 1', field="blas_threads"
+                ) from None
         self._blas_threads = blas_threads
         if max_length is not None:
             check_int(max_length, "max_length", minimum=2)
