@@ -100,7 +100,7 @@ def search_hits(
         # Contextual keys read every candidate's neighbours; the lift alone needs links among them only.
         near = _near(store, conn, [rid for rid, _ in keyword], filters, now, times, among=not idf, line=line)
         if idf:
-            keyword = _context(store, keyword, near, times, idf, admit=False)
+            keyword = _context(store, keyword, near, times, idf, admit=False, line=line)
         scored = list(ranking.normalise(keyword).items())
         signal = "keyword"
     elif mode == "vector":
@@ -167,7 +167,7 @@ def _hybrid(
         qvec = None if pending is None else pending.result()  # embedded in the meantime
         if qvec is None:
             if idf:
-                keyword = _context(store, keyword, near, times, idf, admit=False)
+                keyword = _context(store, keyword, near, times, idf, admit=False, line=line)
             return list(ranking.normalise(keyword).items()), near, "keyword"
         vector = vector_job(store, conn, qvec, scope, pool, filters, now)()  # nothing left to run beside it
     words = {rid for rid, _ in keyword}
@@ -186,7 +186,7 @@ def _hybrid(
     if idf:
         # Every candidate's context counts, the vector side's too: look their neighbours up first.
         near.update(_near(store, conn, [rid for rid, _ in vector if rid not in near], filters, now, times, line=line))
-        keyword = _context(store, keyword, near, times, idf, admit=store.context_key_admit, others=vector)
+        keyword = _context(store, keyword, near, times, idf, admit=store.context_key_admit, others=vector, line=line)
         if store.min_similarity > 0:
             # A record no query word matches still needs the floor: only vector candidates that passed it enter.
             passed = {rid for rid, _ in vector}
@@ -211,13 +211,29 @@ def _context(
     *,
     admit: bool,
     others: Sequence[tuple[int, float]] = (),
+    line: Timeline | None = None,
 ) -> list[tuple[int, float]]:
-    """``keyword`` with contextual keys (:func:`ranking.context_keys`), from what the neighbour lookup read."""
+    """``keyword`` with contextual keys (:func:`ranking.context_keys`), from what the neighbour lookup read.
+
+    ``line``: the user's records in RAM, current in this snapshot: which records hold each
+    query word is found there once per word (:meth:`Timeline.holders`), not in every search's texts.
+    """
     when: dict[int, tuple[Hashable, float]] = {}
     texts: dict[int, str] = {}
     for rid, (at, session, agent, text) in times.items():  # one pass: cheaper than two comprehensions
         when[rid] = ((session, agent), at / 1e6)
         texts[rid] = text
+    holders = None
+    if line is not None:
+        timeline = line
+
+        def holders(rids: Sequence[int], words: Sequence[str]) -> dict[int, set[str]] | None:
+            # The same snapshot's texts: a rid read here has the timeline's text (a rid missing holds nothing).
+            for rid in rids:
+                if rid not in texts:
+                    return None
+            return timeline.holders(rids, words)
+
     return ranking.context_keys(
         keyword,
         near,
@@ -229,6 +245,7 @@ def _context(
         gap=store.session_gap,
         admit=admit,
         others=[rid for rid, _ in others],
+        holders=holders,
     )
 
 

@@ -14,6 +14,8 @@ clock at every lookup, as the SQL does.
 
 The keyword ranking checks its candidates' scope and expiry there too, and
 keeps the words per record (FTS5's docsize) it read, for the next search.
+Contextual keys ask which records hold each query word (:meth:`Timeline.holders`):
+the answer per word is kept, for the next search of that word.
 
 What it never answers (the caller runs the statement instead): a lookup with
 metadata filters or a time range, a rid it does not hold, a user with more
@@ -27,6 +29,9 @@ overhead, estimated).
 
 from __future__ import annotations
 
+import bisect
+import itertools
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -44,7 +49,23 @@ TIMELINE_MAX = 50_000
 TIMELINE_BYTES = 64 << 20
 
 _SEEN_MAX = 65_536
-_PER_RECORD = 500  # the columns' objects, the rid map, the neighbour positions kept per record
+# the columns' objects, the rid map, the neighbour positions and the word holders kept per record
+# (plus the texts twice: as read, and lower-cased for the word holders)
+_PER_RECORD = 700
+# The word holders a timeline keeps: at most this many positions per record, plus _HOLDERS_BASE, in all
+# (beyond that it forgets them all and starts again).
+_HOLDERS_PER_RECORD = 4
+_HOLDERS_BASE = 1024
+
+
+class _Words:
+    """The user's texts lower-cased in one string, and which records hold each word looked up so far."""
+
+    def __init__(self) -> None:
+        self.blob: str | None = None
+        self.starts: list[int] = []
+        self.held: dict[str, frozenset[int]] = {}  # lower-cased word -> positions of the records holding it
+        self.size = 0  # positions in ``held``
 
 
 @dataclass(frozen=True)
@@ -66,6 +87,70 @@ class Timeline:
     scoped: dict[int, dict[int, tuple[list[int], list[int]]]] = field(default_factory=dict, compare=False)
     # rid -> words in its text (FTS5's docsize), kept as keyword searches read them
     sizes: dict[int, int] = field(default_factory=dict, compare=False)
+    # which records hold each query word, kept as contextual keys ask (see holders)
+    words: _Words = field(default_factory=_Words, compare=False)
+
+    def holders(self, rids: Sequence[int], words: Sequence[str]) -> dict[int, set[str]] | None:
+        """rid -> which of ``words`` its text holds as whole words (case ignored), for the rids holding any.
+
+        What :func:`memoryport.ranking.context_keys` finds in the texts themselves
+        (its ``_holders``: the lower-cased texts joined by newlines, each word's
+        whole-word occurrences), found once per word in all of the user's texts
+        and kept. None when a rid is not here, or a word lower-cased is not all
+        letters and digits (the caller then searches the texts).
+        """
+        at = self.at
+        positions: dict[int, int] = {}
+        for rid in rids:
+            p = at.get(rid)
+            if p is None:
+                return None
+            positions[p] = rid
+        index = self.words
+        found: list[tuple[str, frozenset[int]]] = []
+        missing: list[tuple[str, str]] = []
+        for word in words:
+            if not word.isalnum():
+                continue  # _holders skips it too
+            lower = word.lower()
+            if not lower.isalnum():
+                return None
+            held = index.held.get(lower)
+            if held is None:
+                missing.append((word, lower))
+            else:
+                found.append((word, held))
+        if missing:
+            blob, starts = index.blob, index.starts
+            if blob is None:
+                lowered = [text.lower() for text in self.texts]
+                starts = list(itertools.accumulate((len(text) + 1 for text in lowered[:-1]), initial=0))
+                blob = "\n".join(lowered)
+                index.blob, index.starts = blob, starts
+            cap = _HOLDERS_PER_RECORD * len(self.rids) + _HOLDERS_BASE
+            for word, lower in missing:
+                # A lower-cased word of letters and digits occurs as a whole word where it is a whole run of them.
+                held = frozenset(
+                    bisect.bisect_right(starts, m.start()) - 1
+                    for m in re.finditer(r"(?<![^\W_])" + re.escape(lower) + r"(?![^\W_])", blob)
+                )
+                if index.size + len(held) > cap:
+                    index.held, index.size = {}, 0
+                if len(held) <= cap:
+                    index.held[lower] = held
+                    index.size += len(held)
+                found.append((word, held))
+        out: dict[int, set[str]] = {}
+        for word, held in found:
+            for p in held.intersection(positions) if len(held) > len(positions) else held:
+                key = positions.get(p)
+                if key is not None:
+                    words_of = out.get(key)
+                    if words_of is None:
+                        out[key] = {word}
+                    else:
+                        words_of.add(word)
+        return out
 
 
 class Timelines:
@@ -135,7 +220,7 @@ def _read(conn: Conn, user_id: str | None, gen: int) -> Timeline:
         expires=expires,
         texts=texts,
         at={rid: i for i, rid in enumerate(rids)},
-        nbytes=sum(map(len, texts)) + _PER_RECORD * len(rids),
+        nbytes=2 * sum(map(len, texts)) + _PER_RECORD * len(rids),
         mortal=any(e != NEVER for e in expires),
     )
 

@@ -41,7 +41,7 @@ import logging
 import math
 import operator
 import re
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence, Set
 from datetime import datetime, timedelta, timezone
 from typing import TypeVar
 
@@ -1010,6 +1010,7 @@ def context_keys(
     gap: timedelta = SESSION_GAP,
     admit: bool = True,
     others: Sequence[K] = (),
+    holders: Callable[[Sequence[K], Sequence[str]], Mapping[K, Set[str]] | None] | None = None,
 ) -> list[tuple[K, float]]:
     """Keyword scores with each record credited the query words its neighbours hold and it lacks, and re-rank.
 
@@ -1047,6 +1048,11 @@ def context_keys(
         others: the other candidates, best first (the vector side's): they
             come after ``keyword`` in the order that breaks ties, then any other
             key of ``near``, then the neighbours, in the order of ``near``'s lists.
+        holders: for a caller that keeps its texts indexed: ``holders(keys, words)``
+            answers which of ``words`` each of ``keys`` holds (key -> words, for the
+            keys holding any), exactly as they are found in ``texts`` (each text
+            lower-cased, a word found where it is a whole run of letters and digits);
+            None there, or no ``holders``: they are found in ``texts``.
 
     Returns:
         ``(key, score)`` pairs, best first; ties broken as said for ``others``.
@@ -1077,7 +1083,9 @@ def context_keys(
     if not pairs:
         return list(keyword)
     keys = list(dict.fromkeys(itertools.chain.from_iterable(pairs)))
-    held = _holders(keys, texts, list(idf))
+    held = None if holders is None else holders(keys, list(idf))
+    if held is None:
+        held = _holders(keys, texts, list(idf))
     if not held:
         return list(keyword)
     scores: dict[K, float] = dict(keyword)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -243,3 +244,25 @@ def test_scores_do_not_depend_on_the_hash_seed() -> None:
         for seed in (1, 2, 3, 4)
     }
     assert len(outputs) == 1
+
+
+def test_holders_answer_for_the_texts_and_none_falls_back() -> None:
+    """A caller's index of its texts (``holders``) gives the same ranking; None there: the texts are searched."""
+    keyword = [(1, 2.0), (3, 1.0), (4, 1.0)]
+    near = chain([1, 2, 3, 4])
+    expected = context_keys(keyword, near, TEXTS, IDF, weight=0.5, window=2)
+    asked: list[tuple[list[int], list[str]]] = []
+
+    def indexed(keys: Sequence[int], words: Sequence[str]) -> dict[int, set[str]]:
+        asked.append((list(keys), list(words)))
+        return {1: {"paint"}, 3: {"lake"}, 4: {"lake"}}
+
+    assert context_keys(keyword, near, TEXTS, IDF, weight=0.5, window=2, holders=indexed) == expected
+    assert asked == [([1, 2, 3, 4], ["paint", "lake"])]  # the linked keys, the words of idf
+    assert context_keys(keyword, near, TEXTS, IDF, weight=0.5, window=2, holders=lambda k, w: None) == expected
+    # What the index answers is what counts (here: nobody holds "lake").
+    only_paint = dict(
+        context_keys(keyword, near, TEXTS, IDF, weight=0.5, window=2, holders=lambda k, w: {1: {"paint"}})
+    )
+    assert only_paint[2] == pytest.approx(0.5 * 2.0)  # "paint" from 1, no "lake" from anyone
+    assert only_paint[3] == pytest.approx(1.0 + 0.5 * 2.0) and only_paint[4] == pytest.approx(1.0)

@@ -258,3 +258,52 @@ def test_keyword_ranking_with_the_timeline_equals_the_statements(db_path: str, d
                             assert got == expected
                             assert got_idf == idf
     memory.close()
+
+
+def test_word_holders_from_the_timeline_equal_the_texts(
+    db_path: str, driver: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Which records hold each query word, found once per word in the user's texts: what the texts give."""
+    from memoryport import ranking
+    from memoryport.adapters.sqlite import _timeline
+
+    texts = [
+        "Ann: I paint sunsets.",
+        "ANN: painting, mostly",
+        "Bo: paint_brush and paint-pots",
+        "ΟΔΟΣ and Σ: greek",
+        "İstanbul trip",
+        "naïve café",
+        "x2 and 2x, 10:30",
+        "-",
+        "ann's tea",
+        "the river; the lamp",
+        "Annie: lamp",
+    ]
+    rng = random.Random(7)
+    memory = SQLiteMemory(db_path, driver=driver)
+    ann, ben = MemoryScope(user_id="ann"), MemoryScope(user_id="ben")
+    now = utcnow()
+    memory.add_sync(
+        [MemoryRecord(scope=ann, text=rng.choice(texts), created_at=now - timedelta(seconds=i)) for i in range(120)]
+    )
+    memory.add_sync([MemoryRecord(scope=ben, text="ann paint") for _ in range(3)])
+    store, conn = memory.store, memory.store.db.conn()
+    line = _line(store, conn, "ann")
+    by_rid = dict(zip(line.rids, line.texts, strict=True))
+    ben_rid = int(conn.execute("SELECT rid FROM records WHERE user_id = 'ben'").fetchone()[0])
+    words = ["ann", "paint", "Ann", "οδος", "σ", "café", "x2", "2x", "10", "lamp", "annie", "zebra", "paint_brush", ""]
+    # No room to keep a word's holders: they are forgotten and found again (then with room, kept).
+    monkeypatch.setattr(_timeline, "_HOLDERS_PER_RECORD", 0)
+    monkeypatch.setattr(_timeline, "_HOLDERS_BASE", 0)
+    for i in range(40):
+        if i == 20:
+            monkeypatch.setattr(_timeline, "_HOLDERS_BASE", 1024)
+        rids = rng.sample(line.rids, rng.randint(1, 60))
+        asked = rng.sample(words, rng.randint(1, 6))
+        expected = ranking._holders(rids, by_rid, asked)
+        assert line.holders(rids, asked) == expected
+        assert line.holders(rids, asked) == expected  # the second time from what was kept
+    assert line.holders([*line.rids[:3], ben_rid], ["ann"]) is None  # another user's record: the caller searches
+    assert line.holders(line.rids[:3], ["İstanbul"]) is None  # lower-cased, not letters and digits alone
+    memory.close()
