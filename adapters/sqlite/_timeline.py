@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -52,10 +51,11 @@ _SEEN_MAX = 65_536
 # the columns' objects, the rid map, the neighbour positions and the word holders kept per record
 # (plus the texts twice: as read, and lower-cased for the word holders)
 _PER_RECORD = 700
-# The word holders a timeline keeps: at most this many positions per record, plus _HOLDERS_BASE, in all
-# (beyond that it forgets them all and starts again).
+# The word holders a timeline keeps: about this many positions per record, plus _HOLDERS_BASE, in all
+# (beyond that, the words not kept are looked for in each search's texts, as the first time).
 _HOLDERS_PER_RECORD = 4
 _HOLDERS_BASE = 1024
+_ASKED_MAX = 4096
 
 
 class _Words:
@@ -66,6 +66,26 @@ class _Words:
         self.starts: list[int] = []
         self.held: dict[str, frozenset[int]] = {}  # lower-cased word -> positions of the records holding it
         self.size = 0  # positions in ``held``
+        self.asked: set[str] = set()  # the lower-cased words asked for once (not kept yet)
+
+
+def _joined(texts: Sequence[str]) -> tuple[str, list[int]]:
+    """``texts`` lower-cased, joined by newlines, and where each starts (as ``ranking.context_keys`` joins them)."""
+    lowered = [text.lower() for text in texts]
+    return "\n".join(lowered), list(itertools.accumulate((len(text) + 1 for text in lowered[:-1]), initial=0))
+
+
+def _found(lower: str, blob: str, starts: list[int]) -> frozenset[int]:
+    """Which of the texts joined in ``blob`` hold ``lower`` as a whole word: ``ranking.context_keys``' own search."""
+    held: set[int] = set()
+    end, size = len(blob), len(lower)
+    at = blob.find(lower)
+    while at >= 0:
+        after = at + size
+        if (at == 0 or not blob[at - 1].isalnum()) and (after == end or not blob[after].isalnum()):
+            held.add(bisect.bisect_right(starts, at) - 1)
+        at = blob.find(lower, at + 1)
+    return frozenset(held)
 
 
 @dataclass(frozen=True)
@@ -96,7 +116,7 @@ class Timeline:
         What :func:`memoryport.ranking.context_keys` finds in the texts themselves
         (its ``_holders``: the lower-cased texts joined by newlines, each word's
         whole-word occurrences), found once per word in all of the user's texts
-        and kept. None when a rid is not here, or a word lower-cased is not all
+        and kept, from the second search of the word on. None when a rid is not here, or a word lower-cased is not all
         letters and digits (the caller then searches the texts).
         """
         at = self.at
@@ -121,25 +141,29 @@ class Timeline:
             else:
                 found.append((word, held))
         if missing:
-            blob, starts = index.blob, index.starts
-            if blob is None:
-                lowered = [text.lower() for text in self.texts]
-                starts = list(itertools.accumulate((len(text) + 1 for text in lowered[:-1]), initial=0))
-                blob = "\n".join(lowered)
-                index.blob, index.starts = blob, starts
+            # A word asked for the first time is looked for in the rids' texts alone; from its second time
+            # on, in all of the user's texts once, and kept (a word asked once never costs a whole scan).
             cap = _HOLDERS_PER_RECORD * len(self.rids) + _HOLDERS_BASE
-            for word, lower in missing:
-                # A lower-cased word of letters and digits occurs as a whole word where it is a whole run of them.
-                held = frozenset(
-                    bisect.bisect_right(starts, m.start()) - 1
-                    for m in re.finditer(r"(?<![^\W_])" + re.escape(lower) + r"(?![^\W_])", blob)
-                )
-                if index.size + len(held) > cap:
-                    index.held, index.size = {}, 0
-                if len(held) <= cap:
-                    index.held[lower] = held
+            kept = [(word, lower) for word, lower in missing if lower in index.asked and index.size < cap]
+            if kept:
+                blob, starts = index.blob, index.starts
+                if blob is None:
+                    blob, starts = _joined(self.texts)
+                    index.blob, index.starts = blob, starts
+                for word, lower in kept:
+                    held = _found(lower, blob, starts)
+                    index.held[lower] = held  # kept until the cap is reached (then the rids' texts answer)
                     index.size += len(held)
-                found.append((word, held))
+                    found.append((word, held))
+            once = [(word, lower) for word, lower in missing if (word, lower) not in kept]
+            if once:
+                if len(index.asked) >= _ASKED_MAX:
+                    index.asked.clear()
+                index.asked.update(lower for _, lower in once)
+                order = list(positions)
+                blob, starts = _joined([self.texts[p] for p in order])
+                for word, lower in once:
+                    found.append((word, frozenset(order[i] for i in _found(lower, blob, starts))))
         out: dict[int, set[str]] = {}
         for word, held in found:
             for p in held.intersection(positions) if len(held) > len(positions) else held:
