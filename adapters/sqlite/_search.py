@@ -7,7 +7,6 @@ sees the same snapshot. Ranking itself (fusion, the neighbour lift) is
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import math
@@ -476,6 +475,8 @@ def placed(
                 when[rid] = ((found_at[1], found_at[2]), found_at[0] / 1e6)
         ranked = ranking.session_boost(ranked, when, weight=store.session_weight, gap=store.session_gap)
     # The steps that add at most a known amount to a candidate (its weight), one after the other.
+    # They run on the same candidates (the head within reach), so the texts are looked up once.
+    texts: dict[int, str] = {}
     steps: list[tuple[float, Callable[[list[tuple[int, float]]], list[tuple[int, float]]]]] = []
     if span is not None:
         days_of = span
@@ -488,31 +489,33 @@ def placed(
     if store.speaker_weight:
 
         def speakers(scored: list[tuple[int, float]]) -> list[tuple[int, float]]:
-            # what SQL's substr(text, 1, n) gave: n characters
-            texts = {rid: known[rid][3][: ranking.SPEAKER_PREFIX] for rid, _ in scored if rid in known}
+            # Whole texts: speaker_boost reads a speaker prefix within their first SPEAKER_PREFIX characters.
             return ranking.speaker_boost(scored, texts, query, weight=store.speaker_weight)
 
         steps.append((store.speaker_weight, speakers))
     if timed:
 
         def when_asked(scored: list[tuple[int, float]]) -> list[tuple[int, float]]:
-            texts = {rid: known[rid][3] for rid, _ in scored if rid in known}
             return ranking.time_boost(scored, texts, query, weight=store.time_weight)
 
         steps.append((store.time_weight, when_asked))
     if store.length_weight:
-        steps.append((store.length_weight, functools.partial(_lengths, known, store.length_weight, store.length_pivot)))
+
+        def lengths(scored: list[tuple[int, float]]) -> list[tuple[int, float]]:
+            sizes = {rid: len(text) for rid, text in texts.items()}
+            return ranking.length_boost(scored, sizes, weight=store.length_weight, pivot=store.length_pivot)
+
+        steps.append((store.length_weight, lengths))
     if k is not None and steps:
         ranked = ranking.within_reach(ranked, k, math.fsum(bound for bound, _ in steps))
+    if steps:
+        for rid, _ in ranked:
+            found = known.get(rid)
+            if found is not None:
+                texts[rid] = found[3]
     for _, step in steps:
         ranked = step(ranked)
     return ranked
-
-
-def _lengths(known: Times, weight: float, pivot: int, scored: list[tuple[int, float]]) -> list[tuple[int, float]]:
-    """``scored`` with the length prior (:func:`ranking.length_boost`), from the texts the lookups read."""
-    lengths = {rid: len(known[rid][3]) for rid, _ in scored if rid in known}
-    return ranking.length_boost(scored, lengths, weight=weight, pivot=pivot)
 
 
 def neighbours(

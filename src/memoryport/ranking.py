@@ -306,6 +306,7 @@ def spread_to_neighbours(
         raise ValueError("weight must not be negative")
     out: dict[K, float] = dict(scores)
     order: dict[K, int] = {key: i for i, (key, _) in enumerate(scores)}
+    unique = len(order) == len(scores)
     if weight:
         # weight * 0.5 ** (distance - 1) once per distance (the same float as computed inline)
         share: dict[int, float] = {}
@@ -319,9 +320,10 @@ def spread_to_neighbours(
                 if lift is None:
                     lift = share[distance] = weight * 0.5 ** (distance - 1)
                 out[other] = out.get(other, 0.0) + lift * score
-    if len(order) == len(scores):
-        # ``out`` holds its keys in ``order``'s order (a new key enters both at once), so a stable sort
-        # by score alone breaks ties by first appearance, without a key tuple per candidate.
+    if len(order) == len(scores) or (unique and all(map(math.isfinite, out.values()))):
+        # No key of ``scores`` repeated: ``out`` holds its keys in ``order``'s order (a new key enters
+        # both at once), so a stable sort by score alone breaks ties by first appearance, without a
+        # key tuple per candidate (scores that are not finite keep the key's order as a second key).
         return sorted(out.items(), key=_SCORE, reverse=True)
     return sorted(out.items(), key=lambda kv: (-kv[1], order[kv[0]]))
 
