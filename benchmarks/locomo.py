@@ -50,6 +50,10 @@ alone (``embed_sync``, once per question). ``--blas-threads auto,none`` builds
 one LocalEmbedder per setting (``blas_threads``; ``none``: numpy's own count)
 and one hybrid store for each after the first, asked question by question in
 the same run: before/after ratios of the embedder's thread policy.
+``--engines onnxruntime,numpy`` does the same for LocalEmbedder's ``engine``
+(the first is the main store's); with ``--timeline`` each engine's embedding
+alone is timed too. Stores are asked in turn, in reverse order for every other
+question, so that none always goes first.
 
 DATA defaults to ../shared/data/locomo/locomo-dev.json (beside the repository).
 The data is CC BY-NC: benchmarks only, never shipped in the package.
@@ -312,14 +316,20 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         conversations = [c for c in conversations if c.sample_id in args.conversations]
     # Keyword search alone needs no vectors: such a run embeds nothing (minutes less on a loaded machine).
     threads = args.blas_threads
-    embedder: Any = None if set(args.modes) == {"keyword"} else LocalEmbedder(args.model, blas_threads=threads[0])
+    engines = args.engines
+    embedder: Any = None
+    if set(args.modes) != {"keyword"}:
+        embedder = LocalEmbedder(args.model, blas_threads=threads[0], engine=engines[0])
     if args.cache and embedder is not None:
         embedder = CachedEmbedder(embedder, args.cache)
-    # More LocalEmbedders, one per further --blas-threads setting, each behind a hybrid store of its own.
+    # More LocalEmbedders, one per further --blas-threads setting and --engines value, each behind a hybrid
+    # store of its own.
     others: dict[str, Any] = {}
-    for setting in threads[1:] if embedder is not None else []:
-        other: Any = LocalEmbedder(args.model, blas_threads=setting)
-        others[f"hybrid, blas_threads {setting}"] = CachedEmbedder(other, args.cache) if args.cache else other
+    settings = [(t, engines[0]) for t in threads[1:]] + [(threads[0], e) for e in engines[1:]]
+    for setting, engine in settings if embedder is not None else []:
+        other: Any = LocalEmbedder(args.model, blas_threads=setting, engine=engine)
+        label = f"blas_threads {setting}" if engine == engines[0] else f"engine {other.engine}"
+        others[f"hybrid, {label}"] = CachedEmbedder(other, args.cache) if args.cache else other
     modes = args.modes
     # The store's default previous_weight unless --previous-weight says otherwise.
     previous: dict[str, Any] = {} if args.previous_weight is None else {"previous_weight": args.previous_weight}
@@ -397,10 +407,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         for wrapped in (embedder, *others.values()):
             if isinstance(wrapped, CachedEmbedder):
                 wrapped.live = True
-    embed_alone = None
+    # The question's embedding alone, per embedder: the main one ("") and each further one by its store's name.
+    embed_alone: dict[str, Any] = {}
     if args.timeline and embedder is not None and (args.embed_questions or not args.cache):
-        inner = embedder.inner if isinstance(embedder, CachedEmbedder) else embedder
-        embed_alone = inner.embed_sync
+        for label, wrapped in {"": embedder, **others}.items():
+            inner = wrapped.inner if isinstance(wrapped, CachedEmbedder) else wrapped
+            embed_alone[label] = inner.embed_sync
 
     ids_by_record: dict[str, str] = {}
     for conv in conversations:
@@ -416,23 +428,32 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "evidence": {"ids": report.ids, "normalised": report.normalised, "dropped": report.dropped,
                      "questions_without_evidence": report.questions_without_evidence},
         "embedder": embedder.name if embedder is not None else "none",
+        "engine": (embedder.inner if isinstance(embedder, CachedEmbedder) else embedder).engine
+        if embedder is not None else "none",
         "index_seconds": round(index_s, 1),
         "cached_embeddings": bool(args.cache),
         "embed_questions": bool(args.embed_questions),
         "blas_threads": [str(t).lower() for t in threads],
+        "engines": engines,
         "steps": {},
     }
-    embed_ms: list[float] = []
+    embed_ms: dict[str, list[float]] = {label: [] for label in embed_alone}
     for step in steps:
         if step is not None:
             configure_ranking(step, memories)
         result["steps"][step or "current"] = await ask(conversations, memories, ids_by_record,
                                                        latency_ks=args.latency_k, embed_alone=embed_alone,
                                                        embed_ms=embed_ms)
-    if embed_ms:
-        ordered = sorted(embed_ms)
-        result["embedding_alone_ms"] = {"median": statistics.median(ordered),
-                                        "p95": ordered[int(0.95 * (len(ordered) - 1))], "questions": len(ordered)}
+    for label, times in embed_ms.items():
+        ordered = sorted(times)
+        if not ordered:
+            continue
+        summary = {"median": statistics.median(ordered), "p95": ordered[int(0.95 * (len(ordered) - 1))],
+                   "questions": len(ordered)}
+        if label:
+            result.setdefault("embedding_alone_ms_by_store", {})[label] = summary
+        else:
+            result["embedding_alone_ms"] = summary
     result["backend"] = args.backend
     for memory in memories.values():
         if hasattr(memory, "aclose"):
@@ -446,14 +467,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def ask(conversations: list[Conversation], memories: dict[str, Any], ids_by_record: dict[str, str],
-              *, latency_ks: Sequence[int] = (), embed_alone: Any = None,
-              embed_ms: list[float] | None = None) -> dict[str, Any]:
+              *, latency_ks: Sequence[int] = (), embed_alone: dict[str, Any] | None = None,
+              embed_ms: dict[str, list[float]] | None = None) -> dict[str, Any]:
     """Ask every question in every mode; recall@k and latency per mode.
 
     Recall comes from one search at k=50; each of ``latency_ks`` adds a timed
-    search at that k (before the k=50 one for every other question).
-    ``embed_alone``, when given, is timed on each question once (the embedding
-    alone), into ``embed_ms``.
+    search at that k (before the k=50 one for every other question). Modes
+    are asked in turn, in reverse order for every other question.
+    ``embed_alone`` (label -> ``embed_sync``), when given, is timed on each
+    question once per label (the embedding alone, in alternating order too),
+    into ``embed_ms[label]``.
     """
     from memoryport import MemoryScope
 
@@ -468,11 +491,13 @@ async def ask(conversations: list[Conversation], memories: dict[str, Any], ids_b
         scope = MemoryScope(user_id=conv.sample_id)
         for q in conv.questions:
             asked += 1
-            if embed_alone is not None and embed_ms is not None:
+            alone = list((embed_alone or {}).items())
+            for label, embed in alone if asked % 2 else alone[::-1]:
                 t0 = time.perf_counter()
-                embed_alone([q.text])
-                embed_ms.append((time.perf_counter() - t0) * 1000)
-            for mode in modes:
+                embed([q.text])
+                if embed_ms is not None:
+                    embed_ms.setdefault(label, []).append((time.perf_counter() - t0) * 1000)
+            for mode in modes if asked % 2 else modes[::-1]:
                 # The timed searches at other k: after the k=50 search for odd questions, before it for even ones.
                 extra = list(latency_ks)
                 if asked % 2 == 0:
@@ -544,7 +569,10 @@ def print_tables(result: dict[str, Any]) -> None:
     alone = result.get("embedding_alone_ms")
     if alone:
         print(f"\n# the question's embedding alone (embed_sync, timed once per question): median "
-              f"{alone['median']:.1f} ms (p95 {alone['p95']:.1f}), {alone['questions']} questions")
+              f"{alone['median']:.1f} ms (p95 {alone['p95']:.1f}), {alone['questions']} questions"
+              f" (engine {result.get('engine', '?')})")
+    for label, times in result.get("embedding_alone_ms_by_store", {}).items():
+        print(f"# ... with the embedder of '{label}': median {times['median']:.1f} ms (p95 {times['p95']:.1f})")
     last = list(steps.values())[-1]
     cats = list(next(iter(last.values()))["per_category"])
     counts = next(iter(last.values()))["questions_per_category"]
@@ -607,6 +635,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="also time a search at each of these k (default 10; '' for none); recall stays at k=50")
     ap.add_argument("--timeline", action="store_true",
                     help="also time the question's embedding alone (with --embed-questions, or without --cache)")
+    ap.add_argument("--engines", default=["auto"], type=lambda s: [v.strip() for v in s.split(",") if v.strip()],
+                    help="LocalEmbedder engine: auto (default), onnxruntime or numpy; several (onnxruntime,numpy) "
+                         "compare hybrid stores side by side")
     ap.add_argument("--blas-threads", default=["auto"], type=_blas_settings,
                     help="LocalEmbedder blas_threads: auto (default), none or N; several (auto,none) compare "
                          "hybrid stores side by side")

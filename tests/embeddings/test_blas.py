@@ -1,4 +1,4 @@
-"""The embedder's BLAS thread count: set for a forward pass, restored after, never changing a vector."""
+"""The numpy engine's BLAS thread count: set for a forward pass, restored after, never changing a vector."""
 
 from __future__ import annotations
 
@@ -70,8 +70,9 @@ def test_bad_blas_threads(model_path: object) -> None:
             LocalEmbedder(blas_threads=bad)  # type: ignore[arg-type]
 
 
-def test_a_question_runs_on_one_thread_and_batches_on_the_default(local: LocalEmbedder) -> None:
+def test_a_question_runs_on_one_thread_and_batches_on_the_default(model_path: object) -> None:
     lib = _lib()
+    local = LocalEmbedder(engine="numpy")
     before = lib.get()
     seen: list[tuple[int, int]] = []
     encoder = local._encoder
@@ -95,7 +96,7 @@ def test_a_question_runs_on_one_thread_and_batches_on_the_default(local: LocalEm
 def test_thread_counts_give_the_same_vectors(model_path: object) -> None:
     texts = ["tea", "What did Ann drink this morning?", *sentences(12)]
     rows = {
-        setting: LocalEmbedder(blas_threads=setting).embed_sync(texts)  # type: ignore[arg-type]
+        setting: LocalEmbedder(blas_threads=setting, engine="numpy").embed_sync(texts)  # type: ignore[arg-type]
         for setting in (None, 1, 2, "auto")
     }
     for setting, got in rows.items():

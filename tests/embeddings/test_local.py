@@ -145,9 +145,12 @@ def test_missing_extra(monkeypatch: pytest.MonkeyPatch, module: str, model_path:
 def test_lazy_export_keeps_import_light() -> None:
     import subprocess
 
-    code = "import sys, memoryport; print('tokenizers' in sys.modules, 'memoryport.embedders.local' in sys.modules)"
+    code = (
+        "import sys, memoryport; "
+        "print(*(m in sys.modules for m in ('tokenizers', 'onnxruntime', 'memoryport.embedders.local')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["False", "False"]
+    assert out.split() == ["False", "False", "False"]
 
 
 def test_usage_reaches_a_memory_sink(local: LocalEmbedder, tmp_path: Path) -> None:
