@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._keyword_large import WordLists
 from ._rows import Cond, Conn, filter_sql, next_generation, scope_sql, tenant_token
 
 if TYPE_CHECKING:
@@ -314,6 +315,7 @@ class AnnCache:
     nbytes: int = 0
     users: int = 0
     building: set[str] = field(default_factory=set)
+    words: WordLists = field(default_factory=WordLists)  # the keyword ranking of large scopes (_keyword_large.py)
 
     def put(self, key: tuple[str, int], entry: _List) -> None:
         with self.lock:
@@ -345,6 +347,7 @@ class AnnCache:
             self.centroids.clear()
             self.lists.clear()
             self.nbytes = 0
+        self.words.clear()
 
 
 # -- search -----------------------------------------------------------------------------

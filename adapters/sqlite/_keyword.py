@@ -19,7 +19,9 @@ from memoryport import ranking
 from memoryport._records import MemoryScope
 from memoryport.storekit import chunks
 
+from . import _keyword_large
 from ._fts import like_patterns, match_expression
+from ._keyword_large import WordLists, large_bm25
 from ._rows import Cond, Conn, filter_sql, scope_sql, slot_span, tenant_token
 from ._timeline import Timeline
 from ._where import Where, where_sql
@@ -61,6 +63,7 @@ def keyword_ranking(
     now: int,
     idf: dict[str, float] | None = None,
     line: Timeline | None = None,
+    words: WordLists | None = None,
 ) -> list[tuple[int, float]]:
     """(rid, score) best first; score is -BM25 (higher is better) or the number of words matched (LIKE).
 
@@ -69,7 +72,9 @@ def keyword_ranking(
     left empty by the LIKE fallback, which has none. ``line``: the user's records
     in RAM, current in this snapshot (``_timeline.py``): without filters or a time
     range, the candidates' scope and expiry are checked there, and the words per
-    record it has kept are not read again.
+    record it has kept are not read again. ``words``: the file's word lists in RAM; a user with at
+    least :data:`~._keyword_large.LARGE` records, searched whole without filters, is ranked through them
+    (``_keyword_large.py``: the same scores, without ranking every match).
     """
     where, params = scope_sql(scope)
     fsql, fparams = filter_sql(filters)
@@ -97,10 +102,29 @@ def keyword_ranking(
         if 2 * mine < total:
             sizes = None if line is None else line.sizes
             return bm25_per_user(conn, ranking.query_terms(query), span, mine, limit, check, idf, sizes)
+        times = _time_bounds(conn, where, params, filters)
+        if (
+            words is not None
+            and mine >= _keyword_large.LARGE
+            and slot
+            and not fsql
+            and times is None
+            and scope.session_id is None
+            and scope.agent_id is None
+        ):
+            terms = ranking.query_terms(query)
+            counts: dict[str, int] = {}
+            found = large_bm25(conn, words, terms, span.lo, span.hi, span.base, limit, check, counts)
+            if found is not None:
+                if idf is not None:
+                    for term in terms:
+                        n = counts.get('"' + term.replace('"', '""') + '"', 0)
+                        if n:
+                            idf[term] = _fts5_idf(n, total)
+                return found
         if idf is not None:
             idf.update(file_idf(conn, ranking.query_terms(query), total))
         checked = functools.partial(_ranked_checked, conn, where, params, live, fsql, fparams, now)
-        times = _time_bounds(conn, where, params, filters)
         # With filters, a session or an agent, take more of the best first: checking
         # them costs little next to scoring every match again in the checked pass.
         inner = limit + 32 if not filters and scope.session_id is None and scope.agent_id is None else 8 * (limit + 32)

@@ -95,7 +95,9 @@ def search_hits(
     line = None if mode == "vector" else store.timelines.of(conn, scope.user_id)
     if mode == "keyword" or (qvec is None and pending is None):
         idf: dict[str, float] | None = {} if _keys_on(store) else None
-        keyword = keyword_ranking(conn, store.keyword_index, query, scope, limit, filters, now, idf, line)
+        keyword = keyword_ranking(
+            conn, store.keyword_index, query, scope, limit, filters, now, idf, line, store.ann.words
+        )
         # Contextual keys read every candidate's neighbours; the lift alone needs links among them only.
         near = _near(store, conn, [rid for rid, _ in keyword], filters, now, times, among=not idf, line=line)
         if idf:
@@ -156,7 +158,7 @@ def _hybrid(
         qvec, pending = pending.result(), None
     job = None if qvec is None else store.numpy.submit(vector_job(store, conn, qvec, scope, pool, filters, now))
     idf: dict[str, float] | None = {} if _keys_on(store) else None
-    keyword = keyword_ranking(conn, store.keyword_index, query, scope, limit, filters, now, idf, line)
+    keyword = keyword_ranking(conn, store.keyword_index, query, scope, limit, filters, now, idf, line, store.ann.words)
     # When the embedder failed, the keyword ranking stands alone; keyword search looks up fewer
     # neighbours (links among its own matches only), but every candidate's full list gives the same ranking.
     near = _near(store, conn, [rid for rid, _ in keyword], filters, now, times, line=line)

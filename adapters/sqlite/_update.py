@@ -96,6 +96,7 @@ def _apply(store: SQLiteStore, changes: Sequence[MemoryUpdate], scope: MemorySco
                     conn.execute(
                         "INSERT INTO records_fts(rowid, body, tenant) VALUES (?, ?, ?)", (at, change.text, tenant)
                     )
+                    store.ann.words.clear()  # the old text's words leave this process's word lists now
                 if vector is not None:
                     conn.execute("INSERT OR REPLACE INTO vectors(rid, vec) VALUES (?, ?)", (rid, vector.tobytes()))
                     # The index keeps the new vector's code, in the list of its nearest centroid.
