@@ -118,7 +118,7 @@ class WordLists:
     lists: OrderedDict[tuple[str, int], _Matches] = field(default_factory=OrderedDict)
     nbytes: int = 0
     lengths: dict[int, _Lengths] = field(default_factory=dict)  # by span start
-    norm: tuple[tuple[int, int, float], F64] | None = None  # the last length terms computed (see norms)
+    norm: tuple[tuple[int, float], U16, F64] | None = None  # the last length terms computed (see norms)
 
     def clear(self) -> None:
         with self.lock:
@@ -177,17 +177,17 @@ class WordLists:
         A record whose length is not read yet (added since) counts as of average length: its exact score is
         computed from its own length (``_exact``).
         """
-        key = (lo, id(sizes), avgdl)
         with self.lock:
             have = self.norm
-        if have is not None and have[0] == key and len(have[1]) >= span:
-            return have[1]
+        # (The lengths array itself is the key, held here: a new array is never mistaken for it.)
+        if have is not None and have[0] == (lo, avgdl) and have[1] is sizes and len(have[2]) >= span:
+            return have[2]
         words = np.full(max(span, len(sizes)), avgdl, dtype=np.float64)
         words[: len(sizes)] = sizes
         words[words == 0] = avgdl
         norm = K1 * (1.0 - B + B * words / avgdl)
         with self.lock:
-            self.norm = (key, norm)
+            self.norm = ((lo, avgdl), sizes, norm)
         return norm
 
     def sizes(self, conn: Conn, lo: int, hi: int) -> U16:
@@ -199,13 +199,21 @@ class WordLists:
         if have is not None and have.top >= top:
             return have.sizes
         start = lo if have is None else have.top + 1
-        ids_text, lens_text, hex_text = conn.execute(
-            "SELECT group_concat(id - ?), group_concat(length(sz)), group_concat(hex(sz), '') "
-            "FROM records_fts_docsize WHERE id BETWEEN ? AND ?",
+        ids_text, hex_text = conn.execute(
+            "SELECT group_concat(id - ?), group_concat(hex(sz), '') FROM records_fts_docsize WHERE id BETWEEN ? AND ?",
             (lo, start, top),
         ).fetchone()
         ids = _ints(ids_text)
-        words = _decode(_ints(lens_text), bytes.fromhex(hex_text or ""))
+        raw = bytes.fromhex(hex_text or "")
+        pairs = np.frombuffer(raw, dtype=np.uint8)
+        if len(raw) == 2 * len(ids) and not bool((pairs >= 0x80).any()):
+            # The usual record: two one-byte varints (body and tenant words, each under 128).
+            words = pairs.reshape(-1, 2).sum(axis=1, dtype=np.int64)
+        else:
+            (lens_text,) = conn.execute(
+                "SELECT group_concat(length(sz)) FROM records_fts_docsize WHERE id BETWEEN ? AND ?", (start, top)
+            ).fetchone()
+            words = _decode(_ints(lens_text), raw)
         size = int(ids.max()) + 1 if len(ids) else 0
         old = have.sizes if have is not None else np.zeros(0, dtype=np.uint16)
         if size > len(old):

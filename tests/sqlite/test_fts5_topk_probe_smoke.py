@@ -17,3 +17,6 @@ def test_exact_bound_scores_are_fts5_bm25_bit_for_bit() -> None:
     assert found is not None, text
     same, asked = int(found.group(1)), int(found.group(2))
     assert asked >= 15 and same == asked, text
+    # The store's large-scope ranking (word lists in RAM) finds bm25()'s top-10.
+    overlap = re.search(r"overlap@10 with bm25\(\)'s top-10 ([0-9.]+)", text)
+    assert overlap is not None and float(overlap.group(1)) == 1.0, text

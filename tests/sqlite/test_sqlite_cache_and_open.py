@@ -13,8 +13,9 @@ def test_block_append_grows_and_keeps_rows() -> None:
     before = block.view()
     capacities = set()
     for i in range(200):
-        block.append(np.asarray([100 + i], dtype=np.int64), np.full((1, 4), i, dtype=np.float32),
-                     np.asarray([i], dtype=np.int64))
+        block.append(
+            np.asarray([100 + i], dtype=np.int64), np.full((1, 4), i, dtype=np.float32), np.asarray([i], dtype=np.int64)
+        )
         capacities.add(block.nbytes)
     rids, matrix, expires = block.view()
     assert len(rids) == len(matrix) == len(expires) == 203
@@ -31,8 +32,9 @@ def test_adds_after_a_search_are_found_by_the_next_search(tmp_path: object) -> N
             out[row, int(text.split()[-1])] = 1.0  # "note i" -> axis i: no two texts collide
         return out
 
-    memory = SQLiteMemory(f"{tmp_path}/v.db", embedder=CallableEmbedder(onehot, dim=64, name="onehot"),
-                          search_mode="vector")
+    memory = SQLiteMemory(
+        f"{tmp_path}/v.db", embedder=CallableEmbedder(onehot, dim=64, name="onehot"), search_mode="vector"
+    )
     ann = MemoryScope(user_id="ann")
     texts = [f"note {i}" for i in range(40)]
     memory.add_sync([MemoryRecord(scope=ann, text=texts[0])])

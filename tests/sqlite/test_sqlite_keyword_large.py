@@ -17,7 +17,22 @@ from memoryport.adapters.sqlite import _keyword_large, _schema
 from memoryport.adapters.sqlite._rows import slot_span, tenant_token
 
 ANN = MemoryScope(user_id="ann")
-WORDS = "tea walk walking walked garden book books read reading river stone lamp quiet bright".split()
+WORDS = [
+    "tea",
+    "walk",
+    "walking",
+    "walked",
+    "garden",
+    "book",
+    "books",
+    "read",
+    "reading",
+    "river",
+    "stone",
+    "lamp",
+    "quiet",
+    "bright",
+]
 
 
 @pytest.fixture

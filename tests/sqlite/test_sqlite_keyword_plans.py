@@ -196,9 +196,7 @@ def test_a_file_from_before_slots_is_reindexed_by_user(db_path: str, driver: str
             "INSERT INTO records(rid, id, user_id, text, created_at) VALUES (?, ?, ?, ?, ?)",
             (rid, f"id{rid}", user, text, rid),
         )
-        old.execute(
-            "INSERT INTO records_fts(rowid, body, tenant) VALUES (?, ?, ?)", (rid, text, tenant_token(user))
-        )
+        old.execute("INSERT INTO records_fts(rowid, body, tenant) VALUES (?, ?, ?)", (rid, text, tenant_token(user)))
         counts[user] = counts.get(user, 0) + 1
     for gen, (user, n) in enumerate(counts.items(), start=1):
         old.execute("INSERT INTO generations(tenant, gen, n) VALUES (?, ?, ?)", (tenant_token(user), gen, n))

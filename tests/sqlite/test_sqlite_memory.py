@@ -616,18 +616,23 @@ def _fixed_embedder() -> Any:
     return CallableEmbedder(lambda texts: np.array([table[t] for t in texts], dtype=np.float32), dim=3, name="fixed")
 
 
-@pytest.mark.parametrize(("floor", "expected"), [
-    (0.0, {"Ann is vegetarian", "Ann sips espresso every morning", "Ann likes coffee with oat milk"}),
-    (0.2, {"Ann sips espresso every morning", "Ann likes coffee with oat milk"}),
-    (0.9, {"Ann likes coffee with oat milk"}),
-])
+@pytest.mark.parametrize(
+    ("floor", "expected"),
+    [
+        (0.0, {"Ann is vegetarian", "Ann sips espresso every morning", "Ann likes coffee with oat milk"}),
+        (0.2, {"Ann sips espresso every morning", "Ann likes coffee with oat milk"}),
+        (0.9, {"Ann likes coffee with oat milk"}),
+    ],
+)
 def test_min_similarity_drops_only_weak_vector_only_hits(db_path: str, floor: float, expected: set[str]) -> None:
     """A record no query word matches needs an absolute cosine >= min_similarity; keyword matches always stay."""
     memory = SQLiteMemory(db_path, embedder=_fixed_embedder(), min_similarity=floor, context_weight=0.0)
-    memory.add_sync([
-        MemoryRecord(scope=ANN, text=t)
-        for t in ["Ann is vegetarian", "Ann sips espresso every morning", "Ann likes coffee with oat milk"]
-    ])
+    memory.add_sync(
+        [
+            MemoryRecord(scope=ANN, text=t)
+            for t in ["Ann is vegetarian", "Ann sips espresso every morning", "Ann likes coffee with oat milk"]
+        ]
+    )
     assert set(texts(memory.search_sync("coffee", scope=ANN, k=5))) == expected
     memory.close()
 
