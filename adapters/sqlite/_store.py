@@ -540,6 +540,7 @@ class SQLiteStore:
             if done is not None:
                 (gen, old, erased, base), follow_up = done
                 self.vectors.extend(records, vectors, base, gen, old, erased)
+                self.timelines.extend(records, base, gen, old, erased)
                 if follow_up:  # a checkpoint is due: on the writer thread, not awaited
                     try:
                         self._writer.submit(self.db.after_write_here)
@@ -556,6 +557,7 @@ class SQLiteStore:
     def _add(self, records: Sequence[MemoryRecord], ids: Sequence[str], vectors: F32 | None) -> list[str]:
         gen, old, erased, base = self.db.write_staged(self._add_write(records, ids, vectors, here=False))
         self.vectors.extend(records, vectors, base, gen, old, erased)
+        self.timelines.extend(records, base, gen, old, erased)
         return _as_list(ids)
 
     def _add_write(

@@ -33,10 +33,14 @@ import bisect
 import itertools
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ._rows import NEVER, Conn, tenant_token
+from ._rows import NEVER, Conn, expiry, tenant_token, us
+
+if TYPE_CHECKING:
+    from memoryport._records import MemoryRecord
 
 __all__ = ["TIMELINE_BYTES", "TIMELINE_MAX", "Timeline", "Timelines"]
 
@@ -109,6 +113,38 @@ class Timeline:
     sizes: dict[int, int] = field(default_factory=dict, compare=False)
     # which records hold each query word, kept as contextual keys ask (see holders)
     words: _Words = field(default_factory=_Words, compare=False)
+
+    def appended(self, records: Sequence[MemoryRecord], rids: Sequence[int], gen: int) -> Timeline | None:
+        """This timeline with ``records`` (stored as ``rids``) after its last record, at ``gen``; None when
+        one of them does not come after it in ``(created_at, rid)`` order (then it must be read again).
+
+        A new timeline (this one may still serve a search of the snapshot before):
+        the same columns as reading the user's records at ``gen`` would give.
+        """
+        rows = sorted(zip((us(record.created_at) for record in records), rids, records, strict=True))
+        if self.rids and rows and (rows[0][0], rows[0][1]) <= (self.ats[-1], self.rids[-1]):
+            return None
+        at = dict(self.at)
+        for i, (_, rid, _) in enumerate(rows, len(self.rids)):
+            at[rid] = i
+        texts = [record.text for _, _, record in rows]
+        expires = [expiry(record) for _, _, record in rows]
+        words = _Words()
+        words.asked = set(self.words.asked)
+        return Timeline(
+            gen=gen,
+            rids=[*self.rids, *(rid for _, rid, _ in rows)],
+            ats=[*self.ats, *(t for t, _, _ in rows)],
+            sessions=[*self.sessions, *(record.scope.session_id for _, _, record in rows)],
+            agents=[*self.agents, *(record.scope.agent_id for _, _, record in rows)],
+            expires=[*self.expires, *expires],
+            texts=[*self.texts, *texts],
+            at=at,
+            nbytes=self.nbytes + 2 * sum(map(len, texts)) + _PER_RECORD * len(rows),
+            mortal=self.mortal or any(e != NEVER for e in expires),
+            sizes=dict(self.sizes),  # the words per record of the texts kept (unchanged)
+            words=words,
+        )
 
     def holders(self, rids: Sequence[int], words: Sequence[str]) -> dict[int, set[str]] | None:
         """rid -> which of ``words`` its text holds as whole words (case ignored), for the rids holding any.
@@ -216,13 +252,47 @@ class Timelines:
             return line  # used for this search only
         with self._lock:
             self._seen.pop(user_id, None)
-            self._lines[user_id] = line
-            self._lines.move_to_end(user_id)
-            total = sum(other.nbytes for other in self._lines.values())
-            while total > self.max_bytes and len(self._lines) > 1:
-                _, dropped = self._lines.popitem(last=False)
-                total -= dropped.nbytes
+            self._keep(user_id, line)
         return line
+
+    def _keep(self, user_id: str | None, line: Timeline) -> None:
+        """Keep ``line`` as ``user_id``'s, most recently used; drop the least recently used beyond the bytes."""
+        self._lines[user_id] = line
+        self._lines.move_to_end(user_id)
+        total = sum(other.nbytes for other in self._lines.values())
+        while total > self.max_bytes and len(self._lines) > 1:
+            _, dropped = self._lines.popitem(last=False)
+            total -= dropped.nbytes
+
+    def extend(
+        self, records: Sequence[MemoryRecord], base: int, gen: int, old: Mapping[str, int], erased: bool
+    ) -> None:
+        """This store's own add (record ``i`` written as rid ``base + i``), committed at generation ``gen``.
+
+        A timeline that was current just before the write (its user's generation
+        then, ``old``, is the timeline's) takes the user's new records when they
+        all come after its last one in ``(created_at, rid)`` order (a new turn of
+        a conversation), as a new timeline at ``gen``: the next search needs no
+        statement and no rebuild. Any other timeline of a user in the batch is
+        dropped (rebuilt at its second search, as after any write).
+        """
+        with self._lock:
+            if not self._lines:
+                return
+            mine: dict[str | None, list[int]] = {}
+            for i, record in enumerate(records):
+                user = record.scope.user_id
+                if user in self._lines:
+                    mine.setdefault(user, []).append(i)
+            for user, at in mine.items():
+                line = self._lines[user]
+                grown = None
+                if not erased and old.get(tenant_token(user)) == line.gen:
+                    grown = line.appended([records[i] for i in at], [base + i for i in at], gen)
+                if grown is None or grown.nbytes > self.max_bytes:
+                    del self._lines[user]
+                else:
+                    self._keep(user, grown)
 
 
 def _read(conn: Conn, user_id: str | None, gen: int) -> Timeline:

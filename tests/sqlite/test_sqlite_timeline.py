@@ -22,7 +22,7 @@ import pytest
 from memoryport import CallableEmbedder, GuardedMemory, MemoryRecord, MemoryScope, MemoryUpdate, SQLiteMemory
 from memoryport._records import utcnow
 from memoryport.adapters.sqlite import SQLiteStore, _search
-from memoryport.adapters.sqlite._rows import us
+from memoryport.adapters.sqlite._rows import tenant_token, us
 from memoryport.adapters.sqlite._timeline import Timelines
 from memoryport.adapters.sqlite._where import Where
 
@@ -133,7 +133,8 @@ def test_a_timeline_is_built_on_the_second_search_and_dropped_by_any_write(db_pa
     assert line is not None and len(line.rids) == 5
     assert of() is line
     writes = [
-        lambda: memory.add_sync([MemoryRecord(scope=ann, text="more tea")]),
+        # (backdated: a new last turn is appended instead, see test_own_adds_extend_the_timeline)
+        lambda: memory.add_sync([MemoryRecord(scope=ann, text="more tea", created_at=utcnow() - timedelta(days=1))]),
         lambda: memory.update_sync([MemoryUpdate(id=ids[0], text="green tea")], scope=ann),  # no embedder
         lambda: memory.update_sync([MemoryUpdate(id=ids[1], expires_at=utcnow() + timedelta(hours=1))], scope=ann),
         lambda: memory.delete_sync([ids[2]], scope=ann),
@@ -225,6 +226,10 @@ def test_searches_equal_the_sql_path_through_writes(
     other.add_sync([MemoryRecord(scope=ann, text="tea river " + w, created_at=utcnow()) for w in WORDS])
     other.close()
     both()
+    # This store's own new turns join the warm timelines (no rebuild): still the SQL path's hits.
+    memory.add_sync([MemoryRecord(scope=ann, text="green tea river piano", created_at=utcnow())])
+    assert memory.store.db.read(lambda c: memory.store.timelines.of(c, "ann")) is not None
+    both()
     memory.close()
 
 
@@ -306,4 +311,63 @@ def test_word_holders_from_the_timeline_equal_the_texts(
         assert line.holders(rids, asked) == expected  # the second time from what was kept
     assert line.holders([*line.rids[:3], ben_rid], ["ann"]) is None  # another user's record: the caller searches
     assert line.holders(line.rids[:3], ["İstanbul"]) is None  # lower-cased, not letters and digits alone
+    memory.close()
+
+
+def _columns(line: Any) -> tuple[Any, ...]:
+    return (line.gen, line.rids, line.ats, line.sessions, line.agents, line.expires, line.texts, line.at, line.mortal)
+
+
+@pytest.mark.parametrize("batch", [1, 12], ids=["inline", "writer"])
+def test_own_adds_extend_the_timeline(db_path: str, driver: str, batch: int) -> None:
+    """A new turn added by this store joins its user's timeline: the same columns as reading it again."""
+    from memoryport.adapters.sqlite._timeline import _read
+
+    memory = SQLiteMemory(db_path, driver=driver)
+    memory.add_sync(_records(8, 120))
+    store = memory.store
+
+    def of(user: str | None) -> Any:
+        return store.db.read(lambda c: store.timelines.of(c, user))
+
+    def gen(user: str | None) -> int:
+        return int(store.db.read(lambda c: c.execute(
+            "SELECT gen FROM generations WHERE tenant = ?", (tenant_token(user),)).fetchone()[0]))  # fmt: skip
+
+    def fresh() -> Any:
+        at = gen("ann")
+        return store.db.read(lambda c: _read(c, "ann", at))
+
+    for user in ("ann", "ben"):
+        of(user)
+        assert of(user) is not None
+    rng = random.Random(batch)
+    for step in range(4):
+        now = utcnow()
+        new = [
+            MemoryRecord(
+                scope=MemoryScope(user_id=user, session_id="s1" if user is None else rng.choice([None, "s1"])),
+                text=f"new turn {step} {i}",
+                created_at=now + timedelta(microseconds=i % 3),  # ties on created_at: rid decides
+                expires_at=None if i % 2 else now + timedelta(days=1),
+            )
+            for i, user in enumerate(rng.choice(["ann", "ann", None]) for _ in range(batch))
+        ]
+        memory.add_sync(new)
+        line = of("ann")
+        assert line is not None  # no statement, no rebuild: extended in place of the old one
+        assert _columns(line) == _columns(fresh())
+        assert of("ben") is not None  # untouched
+    # A turn written before the last one: read again at the second search, as after any write.
+    memory.add_sync(
+        [MemoryRecord(scope=MemoryScope(user_id="ann"), text="late", created_at=utcnow() - timedelta(days=3))]
+    )
+    assert of("ann") is None and of("ann") is not None
+    # Another store's add in between: this store's next add must not extend a timeline that missed it.
+    SQLiteMemory(db_path, driver=driver).add_sync([MemoryRecord(scope=MemoryScope(user_id="ann"), text="theirs")])
+    memory.add_sync([MemoryRecord(scope=MemoryScope(user_id="ann"), text="mine", created_at=utcnow())])
+    assert of("ann") is None
+    line = of("ann")
+    assert line is not None and "theirs" in line.texts and "mine" in line.texts
+    assert _columns(line) == _columns(fresh())
     memory.close()
