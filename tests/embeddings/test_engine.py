@@ -92,6 +92,9 @@ def test_onnxruntime_threads(model_path: Path) -> None:
     assert seen[0][0] <= SMALL_FORWARD_TOKENS and seen[0][1] == 1
     assert all(threads == 0 for tokens, threads in seen[1:] if tokens > SMALL_FORWARD_TOKENS)
     assert sorted(encoder._sessions) == [0, 1]
+    assert emb._encoder is None and encoder._values is None  # the sessions hold the weights now
+    with pytest.raises(ValueError, match="no session for 3 threads"):
+        encoder.session(3)
     for threads, session in encoder._sessions.items():
         options = session.get_session_options()
         assert options.intra_op_num_threads == threads

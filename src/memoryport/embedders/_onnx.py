@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import struct
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -237,22 +237,24 @@ class OnnxEncoder:
     a core that the store's own threads need.
 
     Args:
-        encoder: the numpy encoder whose weights the graph takes (kept for the sessions made later).
+        encoder: the numpy encoder whose weights the graph takes.
         ort: the imported ``onnxruntime`` module.
+        counts: the thread counts that will be asked for. The weights are kept
+            until each has its session, then let go (the sessions hold copies).
 
     Example:
         >>> OnnxEncoder(encoder, onnxruntime).forward([ids], threads=1)[0].shape   # doctest: +SKIP
         (13, 384)
     """
 
-    def __init__(self, encoder: BertEncoder, ort: Any) -> None:
+    def __init__(self, encoder: BertEncoder, ort: Any, counts: Collection[int] = (0, 1)) -> None:
         self.config = encoder.config
         self._ort = ort
         self._model, weights = build_model(encoder)
-        # Handed to each new session, which copies them; the arrays must live as long as the OrtValues.
-        self._weights = weights
+        # Handed to each new session, which copies them (OrtValues keep their arrays alive).
         self._names = list(weights)
-        self._values = [ort.OrtValue.ortvalue_from_numpy(weights[name]) for name in self._names]
+        self._values: list[Any] | None = [ort.OrtValue.ortvalue_from_numpy(weights[n]) for n in self._names]
+        self._counts = set(counts)
         self._sessions: dict[int, Any] = {}
         self._lock = threading.Lock()
 
@@ -261,6 +263,8 @@ class OnnxEncoder:
         with self._lock:
             found = self._sessions.get(threads)
             if found is None:
+                if self._values is None:
+                    raise ValueError(f"no session for {threads} threads: only {sorted(self._sessions)} were asked for")
                 ort = self._ort
                 opts = ort.SessionOptions()
                 opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -273,6 +277,8 @@ class OnnxEncoder:
                 opts.add_external_initializers(self._names, self._values)
                 found = ort.InferenceSession(self._model, sess_options=opts, providers=["CPUExecutionProvider"])
                 self._sessions[threads] = found
+                if self._counts <= set(self._sessions):
+                    self._values = None  # every session made: the weights may go
             return found
 
     def forward(self, ids: list[I64], type_ids: list[I64] | None = None, *, threads: int = 1) -> list[F32]:

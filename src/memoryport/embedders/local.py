@@ -235,26 +235,34 @@ class LocalEmbedder:
         self._tokenizer = tokenizer
         try:
             weights = safetensors_numpy.load_file(str(folder / "model.safetensors"))
-            self._encoder: BertEncoder = BertEncoder(config, weights)
+            encoder = BertEncoder(config, weights)
         except ValueError as exc:
             raise UsageError(f"LocalEmbedder cannot run the model in {str(folder)!r}: {exc}") from exc
         self._dim = config.hidden_size
         self._onnx: OnnxEncoder | None = None
         if ort is not None:
-            self._onnx = self._onnx_engine(ort, folder, required=engine == "onnxruntime")
-        if self._onnx is not None:
-            self._onnx.session(self._threads_for(1) or 0)  # made now (~0.2 s), not in the first search
-        elif blas_threads is not None:
+            self._onnx = self._onnx_engine(encoder, ort, folder, required=engine == "onnxruntime")
+        # The numpy encoder only when it runs: ONNX Runtime's sessions copy the weights (the OnnxEncoder
+        # keeps them until it has made its last session).
+        self._encoder: BertEncoder | None = encoder if self._onnx is None else None
+        if self._onnx is None and blas_threads is not None:
             _blas.openblas()  # found now (~1.5 ms), not during the first search
         digest = self._digest(folder, pooling, normalize, limit)
         self._name = f"local:{label}:{pooling}{'+norm' if normalize else ''}:{limit}:{digest}"
 
-    def _onnx_engine(self, ort: Any, folder: Path, *, required: bool) -> OnnxEncoder | None:
-        """The ONNX Runtime engine over this model's weights; None (numpy runs) when ``auto`` cannot build it."""
+    def _onnx_engine(self, encoder: BertEncoder, ort: Any, folder: Path, *, required: bool) -> OnnxEncoder | None:
+        """The ONNX Runtime engine over this model's weights; None (numpy runs) when ``auto`` cannot build it.
+
+        The session of a question is made now (~0.2 s), not during the first search; that of large
+        batches (``blas_threads="auto"``) on first use.
+        """
         from ._onnx import OnnxEncoder
 
+        counts = {self._threads_for(1) or 0, self._threads_for(SMALL_FORWARD_TOKENS + 1) or 0}
         try:
-            return OnnxEncoder(self._encoder, ort)
+            engine = OnnxEncoder(encoder, ort, counts=counts)
+            engine.session(self._threads_for(1) or 0)
+            return engine
         except Exception as exc:
             if required:
                 raise UsageError(
@@ -436,6 +444,7 @@ class LocalEmbedder:
                         states = self._onnx.forward([ids[i] for i in chunk], [types[i] for i in chunk],
                                                     threads=threads or 0)
                     else:
+                        assert self._encoder is not None  # kept when numpy runs
                         with _blas.blas_threads(threads):
                             states = self._encoder.forward([ids[i] for i in chunk], [types[i] for i in chunk])
                     out[chunk] = self._pool(states)
