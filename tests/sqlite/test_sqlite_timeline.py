@@ -371,3 +371,25 @@ def test_own_adds_extend_the_timeline(db_path: str, driver: str, batch: int) -> 
     assert line is not None and "theirs" in line.texts and "mine" in line.texts
     assert _columns(line) == _columns(fresh())
     memory.close()
+
+
+def test_a_large_timeline_is_dropped_not_extended(db_path: str, driver: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memoryport.adapters.sqlite import _timeline
+
+    monkeypatch.setattr(_timeline, "EXTEND_MAX", 5)
+    memory = SQLiteMemory(db_path, driver=driver)
+    ann = MemoryScope(user_id="ann")
+    memory.add_sync(
+        [MemoryRecord(scope=ann, text=f"tea {i}", created_at=utcnow() - timedelta(hours=1)) for i in range(6)]
+    )
+    store = memory.store
+
+    def of() -> Any:
+        return store.db.read(lambda c: store.timelines.of(c, "ann"))
+
+    of()
+    assert of() is not None
+    memory.add_sync([MemoryRecord(scope=ann, text="new turn", created_at=utcnow())])
+    assert of() is None  # copying more than EXTEND_MAX records would cost the add too much
+    assert of() is not None
+    memory.close()
