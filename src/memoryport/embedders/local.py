@@ -477,4 +477,4 @@ class LocalEmbedder:
         return pooled.astype(np.float32, copy=False)
 
     def __repr__(self) -> str:
-        return f"LocalEmbedder(name={self._name!r}, dim={self._dim})"
+        return f"LocalEmbedder(name={self._name!r}, dim={self._dim}, engine={self.engine!r})"
