@@ -60,6 +60,9 @@ _PER_RECORD = 700
 _HOLDERS_PER_RECORD = 4
 _HOLDERS_BASE = 1024
 _ASKED_MAX = 4096
+# A word is looked for in all of the user's texts (and kept) once it has been looked for in this share of
+# the user's records' texts, a search's at a time.
+_BUY = 0.5
 #: The largest timeline an add of this store extends (a copy of its columns: ~0.1 ms at 2,048 records,
 #: ~1 ms at 10k, too much for an add); a larger one is dropped and read again, as after any write.
 EXTEND_MAX = 2048
@@ -73,7 +76,8 @@ class _Words:
         self.starts: list[int] = []
         self.held: dict[str, frozenset[int]] = {}  # lower-cased word -> positions of the records holding it
         self.size = 0  # positions in ``held``
-        self.asked: set[str] = set()  # the lower-cased words asked for once (not kept yet)
+        # lower-cased word not kept -> how many records' texts were searched for it so far
+        self.asked: dict[str, int] = {}
 
 
 def _joined(texts: Sequence[str]) -> tuple[str, list[int]]:
@@ -133,7 +137,7 @@ class Timeline:
         texts = [record.text for _, _, record in rows]
         expires = [expiry(record) for _, _, record in rows]
         words = _Words()
-        words.asked = set(self.words.asked)
+        words.asked = dict(self.words.asked)
         return Timeline(
             gen=gen,
             rids=[*self.rids, *(rid for _, rid, _ in rows)],
@@ -155,17 +159,15 @@ class Timeline:
         What :func:`memoryport.ranking.context_keys` finds in the texts themselves
         (its ``_holders``: the lower-cased texts joined by newlines, each word's
         whole-word occurrences), found once per word in all of the user's texts
-        and kept, from the second search of the word on. None when a rid is not here, or a word lower-cased is not all
-        letters and digits (the caller then searches the texts).
+        and kept, once the word has been searched for in half as many records'
+        texts as the user has. None when a rid is not here, a word lower-cased is not
+        all letters and digits, or no word is kept yet (the caller then searches
+        the texts: the same work).
         """
-        at = self.at
-        positions: dict[int, int] = {}
-        for rid in rids:
-            p = at.get(rid)
-            if p is None:
-                return None
-            positions[p] = rid
         index = self.words
+        cap = _HOLDERS_PER_RECORD * len(self.rids) + _HOLDERS_BASE
+        kept: list[tuple[str, str]] = []
+        once: list[tuple[str, str]] = []
         found: list[tuple[str, frozenset[int]]] = []
         missing: list[tuple[str, str]] = []
         for word in words:
@@ -180,10 +182,30 @@ class Timeline:
             else:
                 found.append((word, held))
         if missing:
-            # A word asked for the first time is looked for in the rids' texts alone; from its second time
-            # on, in all of the user's texts once, and kept (a word asked once never costs a whole scan).
-            cap = _HOLDERS_PER_RECORD * len(self.rids) + _HOLDERS_BASE
-            kept = [(word, lower) for word, lower in missing if lower in index.asked and index.size < cap]
+            # Rent or buy: a word not kept is looked for in the rids' texts, until the texts searched for it
+            # add up to half the user's (_BUY); then once in all of the user's texts, and kept (while there is
+            # room). So a word costs at most about three times what searching each search's texts would, and
+            # a word asked again and again costs nothing more.
+            for word, lower in missing:
+                searched = index.asked.get(lower, 0) + len(rids)
+                if searched >= _BUY * len(self.rids) and index.size < cap:
+                    kept.append((word, lower))
+                    index.asked.pop(lower, None)
+                else:
+                    once.append((word, lower))
+                    if lower not in index.asked and len(index.asked) >= _ASKED_MAX:
+                        index.asked.clear()
+                    index.asked[lower] = searched
+        if not found and not kept:
+            return None  # nothing kept to answer from: the caller's own search of the texts is the same work
+        at = self.at
+        positions: dict[int, int] = {}
+        for rid in rids:
+            p = at.get(rid)
+            if p is None:
+                return None
+            positions[p] = rid
+        if missing:
             if kept:
                 blob, starts = index.blob, index.starts
                 if blob is None:
@@ -191,14 +213,10 @@ class Timeline:
                     index.blob, index.starts = blob, starts
                 for word, lower in kept:
                     held = _found(lower, blob, starts)
-                    index.held[lower] = held  # kept until the cap is reached (then the rids' texts answer)
+                    index.held[lower] = held
                     index.size += len(held)
                     found.append((word, held))
-            once = [(word, lower) for word, lower in missing if (word, lower) not in kept]
             if once:
-                if len(index.asked) >= _ASKED_MAX:
-                    index.asked.clear()
-                index.asked.update(lower for _, lower in once)
                 order = list(positions)
                 blob, starts = _joined([self.texts[p] for p in order])
                 for word, lower in once:
