@@ -45,11 +45,12 @@ from ._rows import Conn
 if TYPE_CHECKING:
     import numpy.typing as npt
 
+    F32 = npt.NDArray[np.float32]
     F64 = npt.NDArray[np.float64]
     I32 = npt.NDArray[np.int32]
     U16 = npt.NDArray[np.uint16]
 else:
-    F64 = I32 = U16 = Any
+    F32 = F64 = I32 = U16 = Any
 
 __all__ = ["LARGE", "SHORTLIST", "TOKENIZE", "WordLists", "large_bm25", "varints"]
 
@@ -95,17 +96,30 @@ class _Lengths:
     sizes: U16
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Matches:
     """One phrase's records: how many in the file, and in one span the rowids (minus its start) and occurrences."""
 
     n: int
     rowids: I32
     tf: U16
+    # Each record's BM25 term (float32: it only picks the shortlist) for (idf, avgdl): computed at the first
+    # search of this generation that needs it, then reused (the file's statistics change only with it).
+    scores: tuple[tuple[float, float], F32] | None = None
 
     @property
     def nbytes(self) -> int:
-        return int(self.rowids.nbytes + self.tf.nbytes)
+        return int(self.rowids.nbytes + self.tf.nbytes + 4 * len(self.rowids))
+
+    def terms(self, idf: float, avgdl: float, norm: Callable[[], F64]) -> F32:
+        """BM25's term of this phrase in each of its records (``norm()``: the length terms, by rowid)."""
+        have = self.scores
+        if have is not None and have[0] == (idf, avgdl):
+            return have[1]
+        f = self.tf.astype(np.float64)
+        out = (idf * (f * (K1 + 1.0)) / (f + norm()[self.rowids])).astype(np.float32)
+        self.scores = ((idf, avgdl), out)
+        return out
 
 
 @dataclass
@@ -258,12 +272,12 @@ def _decode(lengths: npt.NDArray[np.int64], blob: bytes) -> npt.NDArray[np.int64
 _TOKENS = threading.local()
 
 
-def _scratch(span: int) -> tuple[F64, npt.NDArray[np.uint8]]:
+def _scratch(span: int) -> tuple[F32, npt.NDArray[np.uint8]]:
     """This thread's score and mark buffers of at least ``span`` items, all zero (callers zero what they set)."""
     have = getattr(_TOKENS, "scratch", None)
     if have is None or len(have[0]) < span:
         have = _TOKENS.scratch = (
-            np.zeros(span + span // 4, dtype=np.float64),
+            np.zeros(span + span // 4, dtype=np.float32),
             np.zeros(span + span // 4, dtype=np.uint8),
         )
     return have[0][:span], have[1][:span]
@@ -373,17 +387,21 @@ def large_bm25(
     if not found:
         return []
     span = max(int(matched.rowids.max()) for matched, _ in found) + 1
-    norm = cache.norms(lo, sizes, avgdl, span)
+    lengths: list[F64] = []
+
+    def norm() -> F64:
+        if not lengths:
+            lengths.append(cache.norms(lo, sizes, avgdl, span))
+        return lengths[0]
+
     if len(found) == 1:
         matched, idf = found[0]
         at: npt.NDArray[Any] = matched.rowids
-        f = matched.tf.astype(np.float64)
-        estimate = idf * (f * (K1 + 1.0)) / (f + norm[at])
+        estimate = matched.terms(idf, avgdl, norm)
     else:
         dense, mark = _scratch(span)
         for matched, idf in found:
-            f = matched.tf.astype(np.float64)
-            dense[matched.rowids] += idf * (f * (K1 + 1.0)) / (f + norm[matched.rowids])
+            dense[matched.rowids] += matched.terms(idf, avgdl, norm)
             mark[matched.rowids] = 1
         at = np.flatnonzero(mark)
         estimate = dense[at]
@@ -439,7 +457,9 @@ def _exact(
                 ).fetchall()
             )
         for rowid, blob in conn.execute(f"SELECT id, sz FROM records_fts_docsize WHERE id IN ({marks})", chunk):
-            lengths[int(rowid)] = sum(varints(bytes(blob)))
+            raw = bytes(blob)
+            # Two one-byte varints (body and tenant words) are the usual record.
+            lengths[int(rowid)] = raw[0] + raw[1] if len(raw) == 2 and raw[0] | raw[1] < 0x80 else sum(varints(raw))
     if count:
         missing = [phrase for phrase, found in zip(phrases, known, strict=True) if found is None]
         counted = iter(_occurrences(conn, texts, missing))
