@@ -142,25 +142,28 @@ def hamming(codes: U64, q: U64) -> npt.NDArray[Any]:
     return hamming_columns(codes.T, q)
 
 
-def hamming_columns(columns: U64, q: U64) -> npt.NDArray[Any]:
+def hamming_columns(columns: U64, q: U64, *, overwrite: bool = False) -> npt.NDArray[Any]:
     """Hamming distance of every code to ``q``, codes given word by word: ``columns[w]`` is word w of each.
 
-    One pass per 64-bit word over contiguous memory when ``columns`` is C-ordered
-    (the cache keeps them so): a row-wise sum over 6 words is ten times slower.
+    Three passes over the ``(words, n)`` block (xor, bit count, a sum down the
+    words) when ``columns`` is C-ordered (the cache keeps them so): a row-wise
+    sum over 6 words is ten times slower. ``overwrite``: ``columns`` is a
+    scratch copy that may hold the xor (one buffer of megabytes fewer).
     """
-    n = columns.shape[1]
-    out = np.zeros(n, dtype=np.uint16)
+    words, n = columns.shape
     count = getattr(np, "bitwise_count", None)
-    x = scratch("xor", n, np.uint64)
-    ones = scratch("ones", n, np.uint8)
-    for w in range(columns.shape[0]):
-        np.bitwise_xor(columns[w], q[w], out=x)
-        if count is not None:
-            count(x, out=ones)
-            np.add(out, ones, out=out)
-        else:  # numpy < 2
+    if count is None:  # numpy < 2
+        out = np.zeros(n, dtype=np.uint16)
+        x = scratch("xor", n, np.uint64)
+        for w in range(words):
+            np.bitwise_xor(columns[w], q[w], out=x)
             out += _POP[x.view(np.uint8).reshape(-1, 8)].sum(axis=1, dtype=np.uint16)
-    return out
+        return out
+    x = columns if overwrite else scratch("xor", n, np.uint64, words=words)
+    np.bitwise_xor(columns, q[:words, None], out=x)
+    ones = scratch("ones", n, np.uint8, words=words)
+    count(x, out=ones)
+    return ones.sum(axis=0, dtype=np.uint16)  # type: ignore[no-any-return]
 
 
 _SCRATCH = threading.local()
@@ -224,27 +227,36 @@ def mv(matrix: F32, q: F32) -> F32:
 
 
 def nearest(distance: npt.NDArray[Any], m: int) -> npt.NDArray[np.int64]:
-    """Positions of ``m`` smallest small non-negative integers (Hamming distances), ties by position.
+    """Positions of ``m`` smallest small non-negative integers (Hamming distances), ties by position; in position order.
 
-    A histogram of the distances gives the cut-off: twice as fast as ``argpartition`` on 50k.
+    A histogram of the distances gives the cut-off (twice as fast as
+    ``argpartition`` on 50k), then one pass keeps everything up to it and drops
+    the last positions at the cut-off beyond ``m``: no sort.
     """
+    if m >= len(distance):
+        return np.arange(len(distance))
     cumulative = np.cumsum(np.bincount(distance))
     cut = int(np.searchsorted(cumulative, m))
-    below = np.flatnonzero(distance < cut)
-    return np.concatenate([below, np.flatnonzero(distance == cut)[: m - len(below)]])
+    keep = np.flatnonzero(distance <= cut)
+    extra = len(keep) - m
+    if extra > 0:
+        at_cut = np.flatnonzero(distance[keep] == cut)
+        keep = np.delete(keep, at_cut[len(at_cut) - extra :])
+    return keep
 
 
-def shortlist(columns: U64, qvec: F32, keep: int) -> npt.NDArray[np.int64]:
+def shortlist(columns: U64, qvec: F32, keep: int, *, overwrite: bool = False) -> npt.NDArray[np.int64]:
     """Positions of the ``keep`` codes nearest ``qvec`` by Hamming distance of the sign codes, in position order.
 
-    ``columns``: the codes word by word (``(words, n)``, see :func:`hamming_columns`).
+    ``columns``: the codes word by word (``(words, n)``, see :func:`hamming_columns`;
+    ``overwrite``: a scratch copy this may overwrite).
     At 1M synthetic vectors the 1,600 nearest of 51k scanned held every one of
     the true top-10 (800: 99.6%): a cheap filter, ranked again by :func:`estimate`.
     """
     n = columns.shape[1]
     if n <= keep:
         return np.arange(n)
-    return np.sort(nearest(hamming_columns(columns, codes_of(qvec[None, :])[0]), keep))
+    return nearest(hamming_columns(columns, codes_of(qvec[None, :])[0], overwrite=overwrite), keep)
 
 
 @dataclass(frozen=True)
@@ -387,10 +399,12 @@ def _lists(conn: Conn, cache: AnnCache, tenant: str, gen: int, wanted: Sequence[
     out: dict[int, _List] = {}
     check: list[int] = []
     with cache.lock:
+        get, touch = cache.lists.get, cache.lists.move_to_end
         for no in wanted:
-            entry = cache.lists.get((tenant, no))
+            key = (tenant, no)
+            entry = get(key)
             if entry is not None and entry.gen == gen:
-                cache.lists.move_to_end((tenant, no))
+                touch(key)
                 out[no] = entry
             else:
                 check.append(no)
@@ -452,6 +466,7 @@ def search(
     gen: int,
     *,
     load: bool = True,
+    found: tuple[int, F32, int] | None = None,
 ) -> list[tuple[int, float]] | None:
     """The ``k`` best (rid, cosine) of ``scope`` through its user's index; None when there is no index.
 
@@ -459,9 +474,11 @@ def search(
     too few of the shortlisted candidates: the caller then scans exactly.
     ``load=False``: only with the centroids and probed lists cached as of this
     snapshot, else :class:`NotCached` (the re-ranked vectors are always read).
+    ``found``: what :func:`centroids_of` returned in this snapshot (read here when None).
     """
     tenant = tenant_token(scope.user_id)
-    found = centroids_of(conn, cache, tenant, load=load)
+    if found is None:
+        found = centroids_of(conn, cache, tenant, load=load)
     if found is None:
         return None
     _, centroids, built = found
@@ -476,15 +493,16 @@ def search(
     if not lists:
         return []
     if len(lists) == 1:
-        codes = lists[0].codes
+        codes, copied = lists[0].codes, False
     else:  # into a reused buffer: the concatenation is a few megabytes at 1M
         total = sum(len(entry.rids) for entry in lists)
-        codes = scratch("codes", total, np.uint64, words=lists[0].codes.shape[0])
+        codes, copied = scratch("codes", total, np.uint64, words=lists[0].codes.shape[0]), True
         at = 0
         for entry in lists:
-            codes[:, at : at + len(entry.rids)] = entry.codes
-            at += len(entry.rids)
-    near = shortlist(codes, qvec, max(params.shortlist, 40 * k))
+            end = at + len(entry.rids)
+            codes[:, at:end] = entry.codes
+            at = end
+    near = shortlist(codes, qvec, max(params.shortlist, 40 * k), overwrite=copied)
     rids, scores = estimate(lists, near, qvec)
     order = np.argsort(-scores, kind="stable")
     return rerank(conn, qvec, rids[order], scope, k, filters, now, max(params.rerank, 3 * k))
@@ -501,11 +519,16 @@ def estimate(lists: Sequence[_List], near: npt.NDArray[np.int64], qvec: F32) -> 
     np.cumsum(sizes, out=starts[1:])
     bounds = np.searchsorted(near, starts).tolist()
     local = near - np.repeat(starts[:-1], np.diff(bounds))
-    parts = [lists[i].rows.take(local[bounds[i] : bounds[i + 1]], axis=0) for i in range(len(lists))]
-    rows = np.concatenate(parts) if len(parts) > 1 else parts[0]
-    dim = rows.shape[1] - 12
-    scales = np.ascontiguousarray(rows[:, dim : dim + 4]).view(np.float32).ravel()
-    rids = np.ascontiguousarray(rows[:, dim + 4 :]).view(np.int64).ravel()
+    width = lists[0].rows.shape[1]
+    # Gathered straight into one reused buffer (no concatenation); the positions are in range: no bounds check.
+    rows = scratch("rows", len(near) * width, np.uint8).reshape(len(near), width)
+    for i, entry in enumerate(lists):
+        a, b = bounds[i], bounds[i + 1]
+        if b > a:
+            entry.rows.take(local[a:b], axis=0, out=rows[a:b], mode="clip")
+    dim = width - 12
+    scales = rows[:, dim : dim + 4].copy().view(np.float32).ravel()  # copies: ``rows`` is reused
+    rids = rows[:, dim + 4 :].copy().view(np.int64).ravel()
     return rids, mv(rows[:, :dim].view(np.int8), qvec) * scales
 
 

@@ -318,7 +318,9 @@ def vector_job(
         gen = -1 if row is None else int(row[0])
         found = _ann.centroids_of(conn, store.ann, tenant, load=load)
         if found is not None:
-            hits = _ann.search(conn, store.ann, store.ann_params, qvec, scope, limit, filters, now, gen, load=load)
+            hits = _ann.search(
+                conn, store.ann, store.ann_params, qvec, scope, limit, filters, now, gen, load=load, found=found
+            )
             if load:
                 store.maybe_build(conn, scope, found[2])
             if hits is not None and len(hits) >= limit:
