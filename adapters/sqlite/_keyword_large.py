@@ -6,18 +6,22 @@ common words over a scope of a million records. Listing the matches costs a
 tenth of that. So a user with at least :data:`LARGE` records (and most of the
 file: FTS5's statistics are then the user's) is ranked in three steps:
 
-1. each query phrase's matches (FTS5 rowids, one ``group_concat`` per phrase;
-   kept in RAM while the file's generation is unchanged, :class:`WordLists`)
-   and its document count (the IDF is FTS5's own, from the whole file);
-2. a BM25 estimate of every match in numpy: the sum of its phrases' IDFs
-   times the length factor of the record (its words, kept in RAM per user
-   and read again only for records added since), each phrase counted once;
+1. each query phrase's matches (FTS5 rowids, one ``group_concat`` per phrase)
+   with its occurrences in each (from FTS5's instance list; a phrase FTS5
+   splits into several tokens counts once per match), kept in RAM while the
+   file's generation is unchanged (:class:`WordLists`), and its document
+   count (the IDF is FTS5's own, from the whole file);
+2. a BM25 estimate of every match in numpy: FTS5's formula on those
+   occurrences and the record's length (its words, kept in RAM per file and
+   read again only for records added since);
 3. the :data:`SHORTLIST` best estimates scored exactly as ``bm25()`` scores
-   them: each phrase's occurrences counted by FTS5 itself (the records' texts
-   tokenized in a private in-memory FTS5 table with the store's tokenizer),
-   the lengths read from FTS5's ``docsize`` table, FTS5's formula summed in
-   FTS5's order. Those scores are FTS5's; only a record whose phrases occur
-   several times can be missed by the estimate (it counts each once).
+   them: the occurrences from step 1 (a split phrase's counted by FTS5 itself
+   in the records' texts, tokenized in a private in-memory FTS5 table with the
+   store's tokenizer), the lengths read again from FTS5's ``docsize`` table,
+   FTS5's formula summed in FTS5's order. Those scores are FTS5's; the
+   estimate can misplace a record only where it differs from them (a split
+   phrase occurring twice in it, or a length kept from before another
+   process rewrote its text), and only near the shortlist's edge.
 
 Scope, expiry and filters are checked on the best of the shortlist; when too
 few pass (a selective filter), the caller ranks exactly instead. Nothing here
