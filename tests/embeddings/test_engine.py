@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from memoryport import InvalidInput, LocalEmbedder, MissingExtra
+from memoryport.embedders import local
 from memoryport.embedders._bert import BertConfig, BertEncoder
 from memoryport.embedders.local import SMALL_FORWARD_TOKENS
 
@@ -74,8 +75,10 @@ def test_engines_give_the_same_vectors(engines: dict[str, LocalEmbedder]) -> Non
 
 
 @needs_ort
-def test_onnxruntime_threads(model_path: Path) -> None:
+def test_onnxruntime_threads(model_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """auto: one thread for a question, ONNX Runtime's own count for a batch, each in its session, no spinning."""
+    monkeypatch.setattr(local, "_idle_core", lambda cores: False)  # a busy machine
+    monkeypatch.setattr(local, "_cores", lambda: 2)
     emb = LocalEmbedder(engine="onnxruntime")
     encoder = emb._onnx
     assert encoder is not None
@@ -91,7 +94,7 @@ def test_onnxruntime_threads(model_path: Path) -> None:
     emb.embed_sync(sentences(12))
     assert seen[0][0] <= SMALL_FORWARD_TOKENS and seen[0][1] == 1
     assert all(threads == 0 for tokens, threads in seen[1:] if tokens > SMALL_FORWARD_TOKENS)
-    assert sorted(encoder._sessions) == [0, 1]
+    assert sorted(encoder._sessions) == [0, 1, 2]  # a question's two made at construction, a batch's on first use
     assert emb._encoder is None and encoder._values is None  # the sessions hold the weights now
     with pytest.raises(ValueError, match="no session for 3 threads"):
         encoder.session(3)
@@ -159,3 +162,48 @@ def test_the_graph_computes_what_numpy_does(act: str) -> None:
     np.testing.assert_allclose(alone, ref.forward([ids[1]])[0], rtol=0, atol=1e-5)
     with pytest.raises(ValueError, match=r"1\.\.max_position"):
         ort.forward([np.zeros(13, np.int64)])
+
+
+@needs_ort
+@pytest.mark.parametrize(
+    ("cores", "load", "want"),
+    [(2, 0.7, 2), (2, 1.9, 2), (2, 2.0, 1), (2, 5.3, 1), (1, 0.0, 1), (8, 3.0, 2), (2, None, 1)],
+)
+def test_a_question_takes_two_threads_only_while_a_core_is_idle(
+    model_path: Path, monkeypatch: pytest.MonkeyPatch, cores: int, load: float | None, want: int
+) -> None:
+    """auto on ONNX Runtime: two threads for a question when the 1-minute load is below the cores, else one."""
+
+    def loadavg() -> tuple[float, float, float]:
+        if load is None:
+            raise OSError("no load average here")
+        return (load, load, load)
+
+    monkeypatch.setattr(local, "_cores", lambda: cores)
+    monkeypatch.setattr(local.os, "getloadavg", loadavg)
+    emb = LocalEmbedder(engine="onnxruntime")
+    assert emb._onnx is not None
+    assert sorted(emb._onnx._sessions) == ([1, 2] if cores >= 2 else [1])
+    seen: list[int] = []
+    forward = emb._onnx.forward
+
+    def spy(ids: list[Any], types: Any = None, *, threads: int = 1) -> Any:
+        seen.append(threads)
+        return forward(ids, types, threads=threads)
+
+    emb._onnx.forward = spy  # type: ignore[method-assign]
+    vector = emb.embed_sync(["What did Ann drink this morning?"])
+    assert seen == [want]
+    # the same vector whichever session ran it (rounding only)
+    reference = LocalEmbedder(engine="onnxruntime", blas_threads=1).embed_sync(["What did Ann drink this morning?"])
+    np.testing.assert_allclose(vector, reference, rtol=0, atol=1e-5)
+
+
+def test_numpy_keeps_one_thread_for_a_question_on_an_idle_machine(
+    model_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The idle-core rule is ONNX Runtime's: OpenBLAS gains little from a second thread on a question."""
+    monkeypatch.setattr(local, "_cores", lambda: 4)
+    monkeypatch.setattr(local.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    emb = LocalEmbedder(engine="numpy")
+    assert emb._threads_for(12) == 1 and emb._threads_for(SMALL_FORWARD_TOKENS + 1) is None

