@@ -52,28 +52,7 @@ from benchmarks.sqlite_bench import Corpus, table
 from memoryport import MemoryRecord, MemoryScope, SQLiteMemory, ranking
 from memoryport.adapters.sqlite._driver import load_driver
 from memoryport.adapters.sqlite._fts import match_expression
-
-K1, B = 1.2, 0.75  # FTS5's bm25() constants
-TOKENIZE = "porter unicode61 remove_diacritics 2"  # the store's tokenizer (adapters/sqlite/_schema.py)
-
-
-def varints(blob: bytes) -> list[int]:
-    """Every SQLite varint in ``blob`` (FTS5's averages and docsize records are lists of them)."""
-    out: list[int] = []
-    i = 0
-    while i < len(blob):
-        value = 0
-        for j in range(9):
-            byte = blob[i]
-            i += 1
-            if j == 8:
-                value = (value << 8) | byte
-                break
-            value = (value << 7) | (byte & 0x7F)
-            if not byte & 0x80:
-                break
-        out.append(value)
-    return out
+from memoryport.adapters.sqlite._keyword_large import K1, TOKENIZE, B, varints
 
 
 class ExactBound:
