@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import heapq
 import json
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +20,7 @@ from memoryport.storekit import chunks
 
 from . import _keyword_large
 from ._fts import like_patterns, match_expression
-from ._keyword_large import WordLists, large_bm25
+from ._keyword_large import WordLists, fts5_idf, large_bm25
 from ._rows import Cond, Conn, filter_sql, scope_sql, slot_span, tenant_token
 from ._timeline import Timeline
 from ._where import Where, where_sql
@@ -117,10 +116,7 @@ def keyword_ranking(
             found = large_bm25(conn, words, terms, span.lo, span.hi, span.base, limit, check, counts)
             if found is not None:
                 if idf is not None:
-                    for term in terms:
-                        n = counts.get('"' + term.replace('"', '""') + '"', 0)
-                        if n:
-                            idf[term] = _fts5_idf(n, total)
+                    idf.update((term, fts5_idf(n, total)) for term, n in counts.items() if n)
                 return found
         if idf is not None:
             idf.update(file_idf(conn, ranking.query_terms(query), total))
@@ -282,14 +278,8 @@ def file_idf(conn: Conn, terms: Sequence[str], total: int) -> dict[str, float]:
             phrases,
         ).fetchone()
         found = list(counts) if counts else [0] * len(part)
-        out.update((term, _fts5_idf(int(n), total)) for term, n in zip(part, found, strict=True) if n)
+        out.update((term, fts5_idf(int(n), total)) for term, n in zip(part, found, strict=True) if n)
     return out
-
-
-def _fts5_idf(n: int, total: int) -> float:
-    """FTS5's own IDF (``fts5_aux.c``): no ``+ 1`` inside the log, unlike :func:`memoryport.ranking.bm25_idf`."""
-    total = max(total, n)
-    return max(math.log((total - n + 0.5) / (n + 0.5)), 1e-6)
 
 
 # Up to this many records in a time range, their rid span bounds the FTS5 scan.

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 else:
     F32 = F64 = I32 = U16 = Any
 
-__all__ = ["LARGE", "SHORTLIST", "TOKENIZE", "WordLists", "large_bm25", "varints"]
+__all__ = ["LARGE", "SHORTLIST", "TOKENIZE", "WordLists", "fts5_idf", "large_bm25", "varints"]
 
 #: A user with at least this many records (and at least half of the file) is ranked here; smaller ones exactly.
 LARGE = 50_000
@@ -71,6 +71,13 @@ TOKENIZE = "porter unicode61 remove_diacritics 2"
 LIST_BYTES = 32 << 20
 
 K1, B = 1.2, 0.75  # FTS5's bm25() constants (fts5_aux.c)
+
+
+def fts5_idf(n: int, total: int) -> float:
+    """FTS5's own IDF of a phrase in ``n`` of ``total`` records (``fts5_aux.c``: no ``+ 1`` inside the log,
+    unlike :func:`memoryport.ranking.bm25_idf`; floored at 1e-6)."""
+    total = max(total, n)
+    return max(math.log((total - n + 0.5) / (n + 0.5)), 1e-6)
 
 
 def varints(blob: bytes) -> list[int]:
@@ -360,7 +367,7 @@ def large_bm25(
 ) -> list[tuple[int, float]] | None:
     """The ``want`` best (rid, -bm25) of the records in FTS5 rowids ``lo..hi`` (rid = rowid - ``base``) that pass
     ``check``, for the OR of the query words ``terms`` in the body; None when too few of the
-    shortlist pass ``check`` (the caller ranks exactly). ``counts``: filled with each phrase's records in the file.
+    shortlist pass ``check`` (the caller ranks exactly). ``counts``: filled with each query word's records in the file.
     """
     phrases = ['"' + term.replace('"', '""') + '"' for term in terms]
     (gen,) = conn.execute("SELECT gen FROM generations WHERE tenant = ''").fetchone() or (0,)
@@ -377,14 +384,13 @@ def large_bm25(
     found: list[tuple[_Matches, float]] = []
     all_matched: list[_Matches] = []
     token_of = tokens(conn, terms)
-    for phrase, token in zip(phrases, token_of, strict=True):
+    for term, phrase, token in zip(terms, phrases, token_of, strict=True):
         matched = cache.matches(conn, int(gen), phrase, token, lo, hi)
         all_matched.append(matched)
         n = matched.n
         if counts is not None:
-            counts[phrase] = n
-        idf = math.log((total - n + 0.5) / (n + 0.5)) if n else 0.0
-        idf = idf if idf > 0.0 else 1e-6  # as bm25() floors it
+            counts[term] = n
+        idf = fts5_idf(n, total)
         idfs.append(idf)
         if len(matched.rowids):
             found.append((matched, idf))

@@ -132,7 +132,8 @@ def test_the_like_fallback_ranks_as_without_keys(tmp_path: Path) -> None:
 @pytest.mark.parametrize("total", [0, 1, 9, 10])
 def test_file_idf_stops_counting_where_the_idf_is_clamped(tmp_path: Path, total: int) -> None:
     """Each word's records are counted up to N // 2 + 1 only; the IDFs are those of the full counts."""
-    from memoryport.adapters.sqlite._keyword import _fts5_idf, file_idf
+    from memoryport.adapters.sqlite._keyword import file_idf
+    from memoryport.adapters.sqlite._keyword_large import fts5_idf
 
     memory = SQLiteMemory(tmp_path / "i.db")
     # word wK is held by K records (K from 0 to 10); "all" by every record
@@ -147,7 +148,7 @@ def test_file_idf_stops_counting_where_the_idf_is_clamped(tmp_path: Path, total:
             "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?", ['body : "' + word.replace('"', '""') + '"']
         ).fetchone()[0]
         if count:
-            full[word] = _fts5_idf(int(count), total)
+            full[word] = fts5_idf(int(count), total)
     assert file_idf(conn, words, total) == full
     assert set(full) == {"all", *(f"w{k}" for k in range(1, 11))}
     memory.close()
