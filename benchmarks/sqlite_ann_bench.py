@@ -7,6 +7,7 @@ Run from the repository root::
     python -m benchmarks.sqlite_ann_bench million --dir /tmp/ann-1m --queries 200
     python -m benchmarks.sqlite_ann_bench million --dir /tmp/ann-1m --data real     # real-ish embeddings
     python -m benchmarks.sqlite_ann_bench peers --dir /tmp/ann-1m --peers hnswlib usearch  # once: peers' indexes
+    python -m benchmarks.sqlite_ann_bench processes --dir /tmp/ann-1m --procs 3 --queries 100  # memory per process
     python -m benchmarks.sqlite_ann_bench --quick                                    # a smoke run, seconds
 
 ``fixed``: one user's ``n`` records; the public vector search, the store
@@ -29,6 +30,13 @@ resident memory), building the index, then vector search through the index
 against the exact scan (recall@10 against numpy), keyword and hybrid, and the
 same vectors in FAISS (IVF-Flat, HNSW), hnswlib and usearch when installed
 (``pip install faiss-cpu hnswlib usearch``), interleaved where they fit in RAM.
+
+``processes``: ``--procs`` processes open the built file at once, each does
+``--queries`` vector searches through the index and reports its memory from
+``/proc/<pid>/smaps_rollup`` while all of them are still open (Rss, Pss, private
+anonymous pages, the shared segments' and the file's proportional shares) and
+its median latency; once with the index's lists private to each process
+(``MEMORYPORT_SHARE_INDEX=off``), once shared through tmpfs (``--share`` picks one).
 
 ``peers``: builds the peers' indexes over the built file's vectors and saves
 them in ``DIR/peers/`` with their build time, so that ``million`` loads them in
@@ -391,6 +399,112 @@ anon, mapped = private_mb()
 print(json.dumps({**times, "rss_mb": rss_mb(), "anon_mb": anon, "file_mb": mapped, "hits": len(hits)}))
 memory.close()
 """
+
+
+PROCESS_SCRIPT = """
+import asyncio, json, statistics, sys, time
+import numpy as np
+from memoryport import SQLiteMemory, MemoryScope
+from benchmarks.sqlite_bench import LookupEmbedder
+path, qfile, tfile, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+qvecs, qtexts = np.load(qfile)[:n], json.load(open(tfile))[:n]
+emb = LookupEmbedder(); emb.put(qtexts, qvecs)
+memory = SQLiteMemory(path, embedder=emb, search_mode="vector", ann_threshold=50_000)  # $MEMORYPORT_SHARE_INDEX
+scope = MemoryScope(user_id="bench")
+
+async def run():
+    times = []
+    for text in qtexts:
+        t = time.perf_counter()
+        await memory.search(text, scope=scope, k=10)
+        times.append((time.perf_counter() - t) * 1000)
+    return times
+
+times = asyncio.run(run())
+rollup = {}
+for line in open("/proc/self/smaps_rollup"):
+    key, _, value = line.partition(":")
+    if value.strip().endswith("kB"):
+        rollup[key.strip()] = int(value.split()[0]) / 1024
+shared = getattr(memory.store.ann, "shared", None)
+print(json.dumps({"median_ms": statistics.median(times), "first_ms": times[0], **rollup,
+                  "attached": shared.attached if shared else 0, "published": shared.published if shared else 0}),
+      flush=True)
+sys.stdin.readline()  # measured while every process is still open: the parent says when to close
+memory.close()
+"""
+
+SMAPS = ("Rss", "Pss", "Anonymous", "Pss_Anon", "Pss_Shmem", "Pss_File")
+
+
+def processes(folder: Path, data: str, queries: int, procs: int, shares: Sequence[str]) -> list[str]:
+    """``procs`` processes on the file at once, ``queries`` vector searches each: memory per process and summed."""
+    path = folder / f"{data}.db"
+    out = [f"\n### {procs} processes on one file, {queries} vector searches each (index, k={K})\n"]
+    rows: list[list[Any]] = []
+    for share in shares:
+        started = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    PROCESS_SCRIPT,
+                    str(path),
+                    str(folder / f"{data}-queries.npy"),
+                    str(folder / f"{data}-queries.json"),
+                    str(queries),
+                ],
+                env={**os.environ, "MEMORYPORT_SHARE_INDEX": share},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                cwd=Path(__file__).resolve().parents[1],
+            )
+            for _ in range(procs)
+        ]
+        got = []
+        for proc in started:
+            assert proc.stdout is not None
+            got.append(json.loads(proc.stdout.readline()))
+        for proc in started:
+            proc.communicate("\n", timeout=600)
+        label = "shared (tmpfs)" if share == "on" else "private (MEMORYPORT_SHARE_INDEX=off)"
+        for i, one in enumerate(got):
+            rows.append(
+                [
+                    label,
+                    f"process {i + 1}",
+                    *[one.get(k, float("nan")) for k in SMAPS],
+                    one["attached"],
+                    one["median_ms"],
+                ]
+            )
+        rows.append(
+            [label, "sum", *[sum(one.get(k, 0.0) for one in got) for k in SMAPS], sum(o["attached"] for o in got), ""]
+        )
+    out.append(
+        table(
+            [
+                "lists",
+                "process",
+                "Rss MB",
+                "Pss MB",
+                "private anon MB",
+                "Pss anon",
+                "Pss shmem",
+                "Pss file",
+                "lists mapped",
+                "median ms",
+            ],
+            rows,
+        )
+    )
+    out.append(
+        f"\nFrom /proc/<pid>/smaps_rollup after the searches, all processes still open (load at the end: "
+        f"{os.getloadavg()[0]:.1f}). Pss divides each shared page among the processes mapping it; the sum of Pss "
+        "is what they hold together. Latencies are of processes searching at the same time on this machine."
+    )
+    return out
 
 
 def fresh_process(
@@ -776,7 +890,7 @@ async def main(argv: Sequence[str] | None = None) -> str:
     parser.add_argument(
         "what",
         nargs="?",
-        choices=["fixed", "build", "prepare", "million", "recall", "profile", "peers"],
+        choices=["fixed", "build", "prepare", "million", "recall", "profile", "peers", "processes"],
         default="fixed",
     )
     parser.add_argument("--n", type=int, default=10_000)
@@ -785,6 +899,8 @@ async def main(argv: Sequence[str] | None = None) -> str:
     parser.add_argument("--data", choices=["synth", "real"], default="synth")
     parser.add_argument("--no-exact", action="store_true", help="million: skip the exact scan and numpy (1.5 GB each)")
     parser.add_argument("--peers", nargs="*", default=[], help="faiss-ivf faiss-hnsw hnswlib usearch")
+    parser.add_argument("--procs", type=int, default=3, help="processes: how many at once")
+    parser.add_argument("--share", choices=["both", "on", "off"], default="both", help="processes: lists shared or not")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks that the harness runs")
     parser.add_argument("--out", default=None, help="also write the tables to this Markdown file")
     args = parser.parse_args(argv)
@@ -798,6 +914,7 @@ async def main(argv: Sequence[str] | None = None) -> str:
             lines += await fixed(2_000, 20, Path(tmp))
             await build(3_000, Path(tmp) / "m", "synth")
             lines += await million(Path(tmp) / "m", "synth", 20, exact=True, peers=[])
+            lines += processes(Path(tmp) / "m", "synth", 5, 2, ["off", "on"])
     elif args.what == "fixed":
         with tempfile.TemporaryDirectory() as tmp:
             lines += await fixed(args.n, args.queries, Path(tmp))
@@ -809,6 +926,9 @@ async def main(argv: Sequence[str] | None = None) -> str:
         lines += await profile_index(Path(args.dir or "ann-bench"), args.data, args.queries)
     elif args.what == "peers":
         lines += build_peers(Path(args.dir or "ann-bench"), args.data, args.peers)
+    elif args.what == "processes":
+        shares = ["off", "on"] if args.share == "both" else [args.share]
+        lines += processes(Path(args.dir or "ann-bench"), args.data, args.queries, args.procs, shares)
     elif args.what == "prepare":
         await prepare(Path(args.dir or "ann-bench"), args.data)
     else:

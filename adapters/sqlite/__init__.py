@@ -72,6 +72,7 @@ def SQLiteMemory(
     min_similarity: float = 0.0,
     inline_writes: bool = True,
     ann_threshold: int | None = None,
+    share_index: bool | None = None,
     date_weight: float = DATE_WEIGHT,
     previous_weight: float = PREVIOUS_WEIGHT,
     previous_mode: str = PREVIOUS_MODE,
@@ -155,6 +156,14 @@ def SQLiteMemory(
             of the exact scan (18-27 ms vs 755 ms at recall@10 1.000 on
             clustered vectors, loaded machine); opt-in because its results
             are approximate.
+        share_index: processes open on the same file share one copy of the
+            index's decoded lists (Linux: segments in the tmpfs ``/dev/shm``,
+            mode 0600, named by hashes, removed by erasures and by the last
+            process to close the file; see docs/sqlite.md, "One copy for all
+            processes"). ``None`` (the default): on unless
+            ``$MEMORYPORT_SHARE_INDEX`` is ``0``/``off``/``false``/``no``;
+            ``False``: each process keeps its own copy. Where tmpfs cannot be
+            used, each process keeps its own copy (same hits).
         date_weight: keyword and hybrid search lift records written on the
             date a query names ("on 7 July, 2023", "in May 2022": see
             :func:`memoryport.ranking.query_dates`) by this much (normalised
@@ -237,6 +246,7 @@ def SQLiteMemory(
         min_similarity=min_similarity,
         inline_writes=inline_writes,
         ann_threshold=ann_threshold,
+        share_index=share_index,
         date_weight=date_weight,
         previous_weight=previous_weight,
         previous_mode=previous_mode,

@@ -53,6 +53,7 @@ import numpy as np
 
 from ._keyword_large import WordLists
 from ._rows import Cond, Conn, filter_sql, next_generation, scope_sql, tenant_token
+from ._shm import SharedLists
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -328,6 +329,9 @@ class AnnCache:
     users: int = 0
     building: set[str] = field(default_factory=set)
     words: WordLists = field(default_factory=WordLists)  # the keyword ranking of large scopes (_keyword_large.py)
+    #: The lists' segments shared with other processes on the file (``_shm.py``); None: this process's own copies.
+    shared: SharedLists | None = None
+    unshared: bool = False  # sharing was turned off (or could not start) for the file in this process
 
     def put(self, key: tuple[str, int], entry: _List) -> None:
         with self.lock:
@@ -359,7 +363,18 @@ class AnnCache:
             self.centroids.clear()
             self.lists.clear()
             self.nbytes = 0
+            shared, self.shared = self.shared, None
         self.words.clear()
+        if shared is not None:
+            shared.close()
+
+    def unshare(self) -> None:
+        """Stop sharing lists with other processes (those mapped stay valid until replaced)."""
+        with self.lock:
+            shared, self.shared = self.shared, None
+            self.unshared = True
+        if shared is not None:
+            shared.close()
 
 
 # -- search -----------------------------------------------------------------------------
@@ -382,17 +397,28 @@ def centroids_of(conn: Conn, cache: AnnCache, tenant: str, *, load: bool = True)
         raise NotCached(tenant)
     blob = conn.execute("SELECT centroids FROM ann_index WHERE tenant = ?", (tenant,)).fetchone()[0]
     matrix = np.frombuffer(blob, dtype=np.float32).reshape(nlist, dim)
+    old: list[tuple[int, int]] = []
     with cache.lock:
         # Another version of the lists belongs to another build: drop them.
         if hit is not None:
             for key in [key for key in cache.lists if key[0] == tenant]:
-                cache.nbytes -= cache.lists.pop(key).nbytes
+                entry = cache.lists.pop(key)
+                cache.nbytes -= entry.nbytes
+                if entry.v >= 0 and hit[0] < version:
+                    old.append((key[1], entry.v))
         cache.centroids[tenant] = (version, matrix)
+        shared = cache.shared
+    if shared is not None:
+        for no, v in old:  # their segments are stale: no current name is theirs
+            shared.unlink(tenant, no, v)
     return version, matrix, built
 
 
-def _lists(conn: Conn, cache: AnnCache, tenant: str, gen: int, wanted: Sequence[int], load: bool = True) -> list[_List]:
-    """The probed lists, from the cache when current in this snapshot, else read from the file.
+def _lists(
+    conn: Conn, cache: AnnCache, tenant: str, gen: int, wanted: Sequence[int], load: bool = True, dim: int = 0
+) -> list[_List]:
+    """The probed lists, from the cache when current in this snapshot, else mapped from another process's
+    segment (``cache.shared``; ``dim``: the index's dimension, 0: never) or read from the file.
 
     ``load=False``: a list not cached as of this snapshot raises :class:`NotCached`.
     """
@@ -417,6 +443,7 @@ def _lists(conn: Conn, cache: AnnCache, tenant: str, gen: int, wanted: Sequence[
         )
         stale: list[int] = []
         absent: list[int] = []
+        replaced: list[tuple[int, int]] = []
         with cache.lock:
             for no in check:
                 entry = cache.lists.get((tenant, no))
@@ -426,12 +453,30 @@ def _lists(conn: Conn, cache: AnnCache, tenant: str, gen: int, wanted: Sequence[
                     out[no] = entry
                 elif no in versions:
                     stale.append(no)
+                    if entry is not None and 0 <= entry.v < versions[no]:
+                        replaced.append((no, entry.v))
                 else:
                     absent.append(no)
+            shared = cache.shared
         for no in absent:  # a tail not written yet: remembered as empty, so that a cached search needs no read
             entry = _List(gen=gen, v=-1, rids=_NO_RIDS, codes=_NO_CODES, rows=_NO_ROWS)
             cache.put((tenant, no), entry)
             out[no] = entry
+        if shared is not None:
+            for no, v in replaced:  # a newer version is in the file: the old one's segment goes
+                shared.unlink(tenant, no, v)
+            if stale and dim:
+                # Another process may have decoded these versions already: map its segments.
+                marks = ",".join("?" * len(stale))
+                for no, rids in conn.execute(
+                    f"SELECT list, rids FROM ann_lists WHERE tenant = ? AND list IN ({marks})", (tenant, *stale)
+                ).fetchall():
+                    parts = shared.attach(tenant, int(no), int(versions[no]), rids, dim)
+                    if parts is not None:
+                        entry = _List(gen, int(versions[no]), *parts)
+                        cache.put((tenant, int(no)), entry)
+                        out[int(no)] = entry
+                stale = [no for no in stale if no not in out]
         if stale:
             marks = ",".join("?" * len(stale))
             for no, v, rids, codes, fine in conn.execute(
@@ -449,6 +494,12 @@ def _lists(conn: Conn, cache: AnnCache, tenant: str, gen: int, wanted: Sequence[
                     else np.zeros((1, 0), dtype=np.uint64),
                     rows=packed_rows(rid_array, *fine_parts(fine, n)),
                 )
+                if shared is not None and n:
+                    # Published inside this read transaction: an erasure's purge (after its checkpoint,
+                    # which waits for older snapshots) always comes after it.
+                    parts = shared.publish(tenant, int(no), int(v), entry.rids, entry.codes, entry.rows)
+                    if parts is not None:
+                        entry = _List(gen, int(v), *parts)
                 cache.put((tenant, int(no)), entry)
                 out[int(no)] = entry
     return [out[no] for no in wanted if no in out]
@@ -489,7 +540,8 @@ def search(
     probe = np.argpartition(-cscores, nprobe - 1)[:nprobe] if nprobe < nlist else np.arange(nlist)
     wanted = [int(x) for x in probe]
     wanted += [tail_of(no) for no in wanted]
-    lists = [entry for entry in _lists(conn, cache, tenant, gen, wanted, load) if len(entry.rids)]
+    dim = centroids.shape[1]
+    lists = [entry for entry in _lists(conn, cache, tenant, gen, wanted, load, dim) if len(entry.rids)]
     if not lists:
         return []
     if len(lists) == 1:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from ._ann import drop_rids
 from ._rows import Conn, fts_rowid, tenant_token
+from ._shm import purge_file
 
 if TYPE_CHECKING:
     from ._connection import Database
@@ -125,7 +126,12 @@ def finish_erasure(db: Database, conn: Conn) -> bool:
         # under other connections and processes; VACUUM is an ordinary write.
         db.retry_busy(lambda: conn.execute("VACUUM"))
         _set_stage(db, conn, 2)
-    if not checkpoint_wal(db, conn):
+    done = checkpoint_wal(db, conn)
+    # The index lists other processes shared in tmpfs (_shm.py): those not current any more (erased
+    # codes among them) go. After the checkpoint, no snapshot from before the erasure is left to publish
+    # one again; when a reader blocked it, the retry (next write) purges again.
+    purge_file(db.path, conn, db.driver.Error)
+    if not done:
         return False
     _set_stage(db, conn, 0)
     checkpoint_wal(db, conn)  # the WAL now holds only the page of that mark

@@ -69,6 +69,7 @@ from ._rows import (
 )
 from ._schema import SCHEMA_VERSION, SECURE_DELETE_FTS5, bump, open_file, tenant_slots
 from ._search import recent, search_hits
+from ._shm import share_setting
 from ._timeline import Timelines
 from ._update import update_records
 from ._vectors import F32, INLINE_VECTORS, NotCached, attach, detach, embed
@@ -85,6 +86,8 @@ def _settle(pending: Future[F32 | None], qvec: F32 | None) -> None:
         pending.set_result(qvec)
     except InvalidStateError:
         pass
+
+
 T = TypeVar("T")
 
 #: Adds of at most this many records may commit on the caller's thread (``inline_writes``).
@@ -370,6 +373,7 @@ class SQLiteStore:
         min_similarity: float = 0.0,
         inline_writes: bool = True,
         ann_threshold: int | None = None,
+        share_index: bool | None = None,
         date_weight: float = ranking.DATE_WEIGHT,
         previous_weight: float = ranking.PREVIOUS_WEIGHT,
         previous_mode: str = ranking.PREVIOUS_MODE,
@@ -403,6 +407,7 @@ class SQLiteStore:
         min_similarity = check_number(min_similarity, "min_similarity", minimum=-1.0, maximum=1.0)
         if ann_threshold is not None:
             ann_threshold = check_int(ann_threshold, "ann_threshold", minimum=1)
+        share = share_setting(share_index)
         date_weight = check_number(date_weight, "date_weight", minimum=0.0, maximum=1.0)
         previous_weight = check_number(previous_weight, "previous_weight", minimum=0.0, maximum=1.0)
         if not isinstance(previous_mode, str) or previous_mode not in ranking.PREVIOUS_MODES:
@@ -465,7 +470,10 @@ class SQLiteStore:
         # Vectors in RAM are shared by every store of this process open on the same file.
         self._dim = int(embedder.dim) if embedder is not None else 0
         self._file_key = file_identity(self.path, self.db)
-        self.vectors, self.ann = attach(self._file_key, self._dim, cache_bytes)
+        # Only a store with an index has lists to share (True/False); the others have no say (None).
+        self.vectors, self.ann = attach(
+            self._file_key, self._dim, cache_bytes, share=share if self.ann_params and embedder else None
+        )
         # Each user's records in time order for the neighbour lookups of searches (valid per generation).
         self.timelines = Timelines()
         caps = {
@@ -634,9 +642,7 @@ class SQLiteStore:
                     )
                 if index_add(conn, self.ann, row_tenants, range(base, base + len(records)), vectors):
                     file_gen = None  # advanced for the index's version: bump reads it again
-            deltas: dict[str, int] = (
-                {row_tenants[0]: 1} if len(row_tenants) == 1 else collections.Counter(row_tenants)
-            )
+            deltas: dict[str, int] = {row_tenants[0]: 1} if len(row_tenants) == 1 else collections.Counter(row_tenants)
             for tenant, count in touched.items():
                 deltas[tenant] = deltas.get(tenant, 0) + count
             # The file's generation as read first, unless an erasure or the vector index advanced it since.

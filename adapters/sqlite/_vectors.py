@@ -23,6 +23,7 @@ from memoryport.storekit import embed_unit
 
 from ._ann import AnnCache, NotCached
 from ._rows import NEVER, Cond, Conn, ScopeKey, covers, expiry, filter_sql, scope_key, scope_sql, tenant_token
+from ._shm import SharedLists
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -133,11 +134,17 @@ _FILES: dict[tuple[Any, ...], tuple[VectorCache, AnnCache, list[int]]] = {}
 _FILES_LOCK = threading.Lock()
 
 
-def attach(key: tuple[Any, ...] | None, dim: int, cache_bytes: int) -> tuple[VectorCache, AnnCache]:
+def attach(
+    key: tuple[Any, ...] | None, dim: int, cache_bytes: int, *, share: bool | None = None
+) -> tuple[VectorCache, AnnCache]:
     """The caches of one file, shared by every store of this process open on it (``key``: its identity).
 
     ``key`` None (the file's identity is unknown): caches of the caller's own.
     Each :func:`attach` is paired with a :func:`detach`; the last frees them.
+    ``share``: True, the index's decoded lists are shared with other processes
+    through tmpfs (``_shm.py``) when it can be used; False, they are not (one
+    store of the process asking not to turns it off for the file in this
+    process); None, no opinion (a store without an index).
     """
     if key is None:
         return VectorCache(dim, cache_bytes), AnnCache(cache_bytes)
@@ -147,6 +154,13 @@ def attach(key: tuple[Any, ...] | None, dim: int, cache_bytes: int) -> tuple[Vec
         if found is None:
             found = _FILES[full] = (VectorCache(dim, cache_bytes), AnnCache(cache_bytes), [0])
         vectors, ann, users = found
+        if share is False:
+            ann.unshare()
+        elif share and ann.shared is None and not ann.unshared:
+            try:
+                ann.shared = SharedLists(key)
+            except OSError:
+                ann.unshared = True  # not Linux, no tmpfs, denied: this process keeps its own copies
         vectors.cache_bytes = max(vectors.cache_bytes, cache_bytes)
         ann.max_bytes = max(ann.max_bytes, cache_bytes)
         users[0] += 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import threading
 import traceback
@@ -156,6 +157,52 @@ def delete_user(path: str, driver: str, user: str, embed: str) -> int:
     return 0
 
 
+def clustered(texts: list[str]) -> np.ndarray:
+    """'c<k> ...' lies near centre k of 12, with noise seeded by the text (the index tests' vectors)."""
+    import hashlib
+
+    centres = np.random.default_rng(5).standard_normal((12, 64)).astype(np.float32)
+    out = np.empty((len(texts), 64), dtype=np.float32)
+    for i, text in enumerate(texts):
+        seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+        centre = int(text.split()[0][1:]) % 12 if text.startswith("c") else seed % 12
+        out[i] = centres[centre] + 0.9 * np.random.default_rng(seed).standard_normal(64).astype(np.float32)
+    return out
+
+
+def ann_memory(path: str, driver: str, **options: object) -> SQLiteMemory:
+    embedder = CallableEmbedder(clustered, dim=64, name="clustered-64")
+    return SQLiteMemory(path, embedder, search_mode="vector", ann_threshold=100, driver=driver, **options)  # type: ignore[arg-type]
+
+
+def ann(path: str, driver: str, ops: str) -> int:
+    """Run ``ops`` (JSON: ["search", query] / ["add", text] / ["delete", id]) on user "ann"'s indexed file;
+    print JSON: each search's (id, score) hits, then how many lists were attached and published."""
+    import json
+
+    memory = ann_memory(path, driver)
+    scope = MemoryScope(user_id="ann")
+    out: list[object] = []
+    for op, arg in json.loads(ops):
+        if op == "search":
+            out.append([[h.record.id, h.score] for h in memory.search_sync(arg, scope=scope, k=10)])
+        elif op == "add":
+            out.append(memory.add_sync([MemoryRecord(scope=scope, text=arg)])[0])
+        elif op == "delete":
+            out.append(memory.delete_sync(ids=[arg], scope=scope))
+        elif op == "erase":
+            out.append(memory.delete_sync(scope=scope))
+        elif op == "die":  # killed: nothing closed, segments left behind
+            os._exit(0)
+    shared = memory.store.ann.shared
+    counts = {"shared": shared is not None}
+    if shared is not None:
+        counts.update(attached=shared.attached, published=shared.published)
+    memory.close()
+    print(json.dumps({"results": out, **counts}))
+    return 0
+
+
 if __name__ == "__main__":
     command, *args = sys.argv[1:]
     if command == "concurrent":
@@ -172,4 +219,6 @@ if __name__ == "__main__":
         sys.exit(as_other_user(*args))
     if command == "delete_user":
         sys.exit(delete_user(*args))
+    if command == "ann":
+        sys.exit(ann(*args))
     sys.exit(f"unknown command {command}")
