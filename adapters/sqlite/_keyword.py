@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import heapq
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ from memoryport.storekit import chunks
 from . import _keyword_large
 from ._fts import like_patterns, match_expression
 from ._keyword_large import WordLists, fts5_idf, large_bm25
+from ._keyword_user import body_lengths, file_ranking, user_lists
 from ._rows import Cond, Conn, filter_sql, scope_sql, slot_span, tenant_token
 from ._timeline import Timeline
 from ._where import Where, where_sql
@@ -98,9 +100,22 @@ def keyword_ranking(
             check = functools.partial(_check_in, line, scope, now)
         else:
             check = functools.partial(_check_rows, conn, where, params, live, fsql, fparams, now)
+        terms = ranking.query_terms(query)
+        # The user's words in RAM (``_keyword_user.py``): once its searches have paid for indexing it.
+        users = None if words is None or line is None else words.users
+        index = None if users is None or line is None else users.of(conn, scope.user_id, line)
+        tokens = None if users is None or index is None else users.tokens_of(conn, terms)
+        start = time.thread_time()
         if 2 * mine < total:
+            lists = None if index is None or tokens is None else user_lists(index, tokens)
+            if lists is not None and line is not None and index is not None:
+                lengths = functools.partial(body_lengths, index, at=line.at)
+                return bm25_per_user(conn, terms, span, mine, limit, check, idf, lists=lists, lengths=lengths)
             sizes = None if line is None else line.sizes
-            return bm25_per_user(conn, ranking.query_terms(query), span, mine, limit, check, idf, sizes)
+            hits = bm25_per_user(conn, terms, span, mine, limit, check, idf, sizes)
+            if users is not None and line is not None:
+                users.paid(scope.user_id, line.gen, time.thread_time() - start)
+            return hits
         times = _time_bounds(conn, where, params, filters)
         if (
             words is not None
@@ -111,20 +126,32 @@ def keyword_ranking(
             and scope.session_id is None
             and scope.agent_id is None
         ):
-            terms = ranking.query_terms(query)
             counts: dict[str, int] = {}
             found = large_bm25(conn, words, terms, span.lo, span.hi, span.base, limit, check, counts)
             if found is not None:
                 if idf is not None:
                     idf.update((term, fts5_idf(n, total)) for term, n in counts.items() if n)
                 return found
-        if idf is not None:
-            idf.update(file_idf(conn, ranking.query_terms(query), total))
         checked = functools.partial(_ranked_checked, conn, where, params, live, fsql, fparams, now)
         # With filters, a session or an agent, take more of the best first: checking
         # them costs little next to scoring every match again in the checked pass.
         inner = limit + 32 if not filters and scope.session_id is None and scope.agent_id is None else 8 * (limit + 32)
-        return bm25_file(conn, f"body : ({expression})", limit, check, checked, span.narrowed(times), inner)
+        ranked = None
+        if index is not None and tokens is not None and times is None:
+            ranked = file_ranking(conn, index, tokens, inner)
+        if ranked is not None and index is not None and tokens is not None:
+            if idf is not None:
+                for term, token in zip(terms, tokens, strict=True):
+                    n = len(index.postings(token or "")[0])
+                    if n:
+                        idf[term] = fts5_idf(n, total)
+            return bm25_file(conn, f"body : ({expression})", limit, check, checked, span, inner, ranked=ranked)
+        if idf is not None:
+            idf.update(file_idf(conn, terms, total))
+        hits = bm25_file(conn, f"body : ({expression})", limit, check, checked, span.narrowed(times), inner)
+        if users is not None and line is not None and times is None:
+            users.paid(scope.user_id, line.gen, time.thread_time() - start)
+        return hits
 
     patterns = like_patterns(query)
     if not patterns:
@@ -225,12 +252,15 @@ def bm25_file(
     checked: Callable[[str, int, Span], list[tuple[int, float]]],
     span: Span,
     inner: int | None = None,
+    *,
+    ranked: list[tuple[int, float]] | None = None,
 ) -> list[tuple[int, float]]:
     """FTS5's own BM25: right when the user holds most of the file (its IDF is then the user's).
 
     Only the postings in ``span`` are scored: the ``inner`` best (default
     ``limit + 32``) are checked first; if too few pass, ``checked(match,
     limit, span)`` ranks just the rows that pass scope, expiry and filters, in one pass.
+    ``ranked``: those best (rid, bm25), already found (``_keyword_user.file_ranking``: the same rows).
     """
     if span.lo > span.hi:
         return []
@@ -243,11 +273,12 @@ def bm25_file(
     # just those: joining every match to `records` before sorting costs a
     # row lookup per match (47 vs 32 ms at 100k).
     inner = inner or limit + 32
-    ranked = conn.execute(
-        "SELECT rowid - ?, bm25(records_fts, 1.0, 0.0) AS score FROM records_fts "
-        f"WHERE records_fts MATCH ? AND rowid BETWEEN ? AND ? ORDER BY score LIMIT {int(inner)}",
-        (span.base, match, span.lo, span.hi),
-    ).fetchall()
+    if ranked is None:
+        ranked = conn.execute(
+            "SELECT rowid - ?, bm25(records_fts, 1.0, 0.0) AS score FROM records_fts "
+            f"WHERE records_fts MATCH ? AND rowid BETWEEN ? AND ? ORDER BY score LIMIT {int(inner)}",
+            (span.base, match, span.lo, span.hi),
+        ).fetchall()
     keep = check([rid for rid, _ in ranked])
     hits = [(int(rid), -float(score)) for rid, score in ranked if rid in keep][:limit]
     if len(hits) >= limit or len(ranked) < inner:
@@ -336,6 +367,9 @@ def bm25_per_user(
     check: Callable[[Sequence[int]], set[int]],
     idf: dict[str, float] | None = None,
     known: dict[int, int] | None = None,
+    *,
+    lists: Sequence[list[int]] | None = None,
+    lengths: Callable[[list[int]], dict[int, int]] | None = None,
 ) -> list[tuple[int, float]]:
     """BM25 over the user's own records, for a user among many in the file.
 
@@ -346,15 +380,21 @@ def bm25_per_user(
     to occur once per record (short memories). ``idf``: filled with each found word's IDF.
     ``known``: rid -> words in its text, kept from earlier searches (valid while the texts
     are unchanged: a timeline's); only the others are read, and then kept there.
+    ``lists``: each term's records (rids), already found (``_keyword_user.user_lists``: the same), and
+    ``lengths``: rids -> words in their texts, as FTS5's docsize (``_keyword_user.body_lengths``).
     """
     words: dict[int, float] = {}
-    for term in terms:
-        phrase = '"' + term.replace('"', '""') + '"'
-        found = conn.execute(
-            "SELECT json_group_array(rowid - ?) FROM records_fts WHERE records_fts MATCH ? AND rowid BETWEEN ? AND ?",
-            (span.base, span.term(phrase), span.lo, span.hi),
-        ).fetchone()
-        rids = json.loads(found[0]) if found and found[0] else []
+    for i, term in enumerate(terms):
+        if lists is not None:
+            rids = lists[i]
+        else:
+            phrase = '"' + term.replace('"', '""') + '"'
+            found = conn.execute(
+                "SELECT json_group_array(rowid - ?) FROM records_fts WHERE records_fts MATCH ? "
+                "AND rowid BETWEEN ? AND ?",
+                (span.base, span.term(phrase), span.lo, span.hi),
+            ).fetchone()
+            rids = json.loads(found[0]) if found and found[0] else []
         weight = ranking.bm25_idf(len(rids), n_user)
         if idf is not None and rids:
             idf[term] = weight
@@ -372,7 +412,9 @@ def bm25_per_user(
         done += len(part)
         keep = check([rid for rid, _ in part])
         part = [(rid, idf) for rid, idf in part if rid in keep]
-        if known is None:
+        if lengths is not None:
+            sizes = lengths([rid for rid, _ in part])
+        elif known is None:
             sizes = doc_sizes(conn, [rid for rid, _ in part], span.base)
         else:
             sizes = {rid: known[rid] for rid, _ in part if rid in known}

@@ -49,6 +49,8 @@ from ._rows import Conn
 if TYPE_CHECKING:
     import numpy.typing as npt
 
+    from ._keyword_user import UserIndexes
+
     F32 = npt.NDArray[np.float32]
     F64 = npt.NDArray[np.float64]
     I32 = npt.NDArray[np.int32]
@@ -144,6 +146,8 @@ class WordLists:
     nbytes: int = 0
     lengths: dict[int, _Lengths] = field(default_factory=dict)  # by span start
     norm: tuple[tuple[int, float], U16, F64] | None = None  # the last length terms computed (see norms)
+    # Smaller users' words, one user's records at a time (``_keyword_user.py``), gone with clear() too.
+    users: UserIndexes = field(default_factory=lambda: _user_indexes())
 
     def clear(self) -> None:
         with self.lock:
@@ -151,6 +155,7 @@ class WordLists:
             self.nbytes = 0
             self.lengths.clear()
             self.norm = None
+        self.users.clear()
 
     def matches(self, conn: Conn, gen: int, phrase: str, token: str | None, lo: int, hi: int) -> _Matches:
         """``phrase``'s records in the file, and those of rowids ``lo..hi`` (minus ``lo``) with its occurrences.
@@ -250,6 +255,12 @@ class WordLists:
         with self.lock:
             self.lengths[lo] = _Lengths(top=top, sizes=grown)
         return grown
+
+
+def _user_indexes() -> UserIndexes:
+    from ._keyword_user import UserIndexes  # (it imports this module)
+
+    return UserIndexes()
 
 
 def _ints(text: str | None) -> npt.NDArray[np.int64]:

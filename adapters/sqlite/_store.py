@@ -517,9 +517,10 @@ class SQLiteStore:
         return await asyncio.get_running_loop().run_in_executor(self._writer if write else self._pool, fn)
 
     def _erase(self, conn: Conn, rows: Sequence[tuple[int, str, str | None]]) -> dict[str, int]:
-        # Erased records leave this process's keyword word lists now (other processes' at their next search:
-        # the file's generation changes).
+        # Erased records leave this process's keyword word lists and users' word indexes now, and this store's
+        # timelines (their texts) (other processes' at their next search: the generations change).
         self.ann.words.clear()
+        self.timelines.clear()
         return erase_rows(conn, rows, keyword_index=self.keyword_index, fts_secure_delete=self.fts_secure_delete)
 
     # -- the port: writes ------------------------------------------------------

@@ -1,0 +1,277 @@
+"""One user's words in RAM: a keyword search that reads no FTS5 postings, with FTS5's own scores.
+
+A keyword search of a user with a few thousand records spends most of its
+SQL in FTS5: the best rows of the OR of the query's words, and each word's
+document count (the IDF). Both depend only on which records hold each word
+(how often) and on the records' lengths. :class:`UserWords` holds those for
+one user's records at one generation, tokenized by FTS5 itself (the store's
+tokenizer, in a private in-memory FTS5 table of the same SQLite library): a
+sorted postings array per token and each record's length in tokens. Built
+from the user's timeline (``_timeline.py``: the texts of this snapshot), it
+answers:
+
+- :func:`file_ranking`: every match's ``bm25(records_fts, 1.0, 0.0)``,
+  computed in numpy with FTS5's formula, operations in FTS5's order (the same
+  float64 results, bit for bit), ordered as ``ORDER BY bm25 LIMIT n`` orders
+  them (rowid ascending among equal scores), when the file's FTS5 rows are
+  exactly this user's records (the file's FTS5 statistics, read in the
+  search's snapshot, must equal the index's: else the caller asks FTS5);
+- :func:`user_lists`: which of the user's records hold each query word (the
+  per-user BM25 of a user among many) and their body lengths (FTS5's
+  ``docsize``), instead of one FTS5 statement per word.
+
+Rent or buy: indexing costs ~10 µs per record (the tokenizer), a search
+through FTS5 ~1-2 ms at 10k records. A user is indexed once the keyword
+searches at one generation have spent :data:`BUY` times what indexing it
+would cost (measured), so a store that writes between searches never pays
+for an index it would not use. The index belongs to one generation of the
+user (any write to it, in any process, moves the generation); the indexes of
+a file live in its :class:`~._keyword_large.WordLists` (shared by the
+process's stores on the file), bounded by :data:`USER_BYTES`, and go with
+an erasure, delete or text update of this process at once (``WordLists.clear``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ._keyword_large import TOKENIZE, fts5_idf, tokens, varints
+from ._rows import Conn
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from ._timeline import Timeline
+
+    F64 = npt.NDArray[np.float64]
+    I32 = npt.NDArray[np.int32]
+    I64 = npt.NDArray[np.int64]
+else:
+    F64 = I32 = I64 = Any
+
+__all__ = ["BUY", "USER_BYTES", "UserIndexes", "UserWords", "build", "file_ranking", "user_lists"]
+
+#: A user is indexed once its searches through FTS5 at one generation cost this share of indexing it.
+BUY = 0.5
+
+#: The users' indexes one file may keep in RAM (estimated bytes; least recently used dropped first).
+USER_BYTES = 32 << 20
+
+# Indexing cost per record (seconds) until one is measured (~10 µs: the tokenizer and reading the postings).
+_PRICE = 10e-6
+_TOKENS_MAX = 65_536  # query words whose FTS5 token is kept
+_RENT_MAX = 4096  # users whose searches' cost is kept
+
+K1, B = 1.2, 0.75  # FTS5's bm25() constants (fts5_aux.c)
+
+
+@dataclass
+class UserWords:
+    """One user's records at generation ``gen`` (a timeline's), by position: each token's postings and lengths."""
+
+    gen: int
+    rids: I64  # rid by position (the timeline's order)
+    terms: dict[str, tuple[int, int]]  # token -> its slice of docs/tf
+    docs: I32  # positions holding each token, token after token, ascending within one
+    tf: F64  # occurrences in the body, beside docs
+    lengths: I64  # tokens of each record's body (FTS5's docsize, body column)
+    tokens: int  # all the bodies' tokens
+    nbytes: int
+    # (avgdl, k1 * (1 - b + b * D / avgdl) by position, D = body + tenant tokens): the last one computed
+    norm: tuple[float, F64] | None = field(default=None, compare=False)
+
+    def postings(self, token: str) -> tuple[I32, F64]:
+        """The positions holding ``token`` (ascending) and how often each holds it."""
+        span = self.terms.get(token)
+        if span is None:
+            return self.docs[:0], self.tf[:0]
+        return self.docs[span[0] : span[1]], self.tf[span[0] : span[1]]
+
+    def norms(self, avgdl: float) -> F64:
+        """BM25's length term of every record, as FTS5 computes it (``D``: body tokens + the tenant token)."""
+        have = self.norm
+        if have is not None and have[0] == avgdl:
+            return have[1]
+        d = (self.lengths + 1).astype(np.float64)
+        out = K1 * ((1 - B) + B * d / avgdl)
+        self.norm = (avgdl, out)
+        return out
+
+
+def build(conn: Conn, line: Timeline) -> UserWords:
+    """The index of ``line``'s records, tokenized by FTS5 (a private in-memory table, ``conn``'s SQLite library)."""
+    driver = importlib.import_module(type(conn).__module__)
+    scratch = driver.connect(":memory:", check_same_thread=False)
+    try:
+        scratch.execute(f"CREATE VIRTUAL TABLE words USING fts5(body, tokenize='{TOKENIZE}')")
+        scratch.execute("CREATE VIRTUAL TABLE words_instances USING fts5vocab(words, instance)")
+        scratch.executemany("INSERT INTO words(rowid, body) VALUES (?, ?)", enumerate(line.texts))
+        rows = scratch.execute("SELECT term, count(*), group_concat(doc) FROM words_instances GROUP BY term").fetchall()
+    finally:
+        scratch.close()
+    n = len(line.texts)
+    names = [str(row[0]) for row in rows]
+    counts = np.fromiter((int(row[1]) for row in rows), dtype=np.int64, count=len(rows))
+    every = np.fromstring(",".join(str(row[2]) for row in rows), dtype=np.int64, sep=",") if rows else np.zeros(0)
+    every = every.astype(np.int64)
+    term_of = np.repeat(np.arange(len(rows), dtype=np.int64), counts)
+    # Instances by (term, position): one posting per run, its length the occurrences.
+    order = np.lexsort((every, term_of))
+    every, term_of = every[order], term_of[order]
+    lengths = np.bincount(every, minlength=n).astype(np.int64) if len(every) else np.zeros(n, dtype=np.int64)
+    if len(every):
+        new = np.concatenate(([True], (every[1:] != every[:-1]) | (term_of[1:] != term_of[:-1])))
+        starts = np.flatnonzero(new)
+        docs = every[starts].astype(np.int32)
+        tf = np.diff(np.append(starts, len(every))).astype(np.float64)
+        first = np.searchsorted(term_of[starts], np.arange(len(rows) + 1, dtype=np.int64))
+    else:
+        docs, tf, first = np.zeros(0, dtype=np.int32), np.zeros(0), np.zeros(1, dtype=np.int64)
+    bounds = first.tolist()
+    terms = {name: (bounds[i], bounds[i + 1]) for i, name in enumerate(names)}
+    rids = np.asarray(line.rids, dtype=np.int64)
+    nbytes = int(docs.nbytes + tf.nbytes + lengths.nbytes + rids.nbytes + 8 * n + 120 * len(terms))
+    nbytes += sum(map(len, names))
+    return UserWords(line.gen, rids, terms, docs, tf, lengths, int(lengths.sum()), nbytes)
+
+
+@dataclass
+class UserIndexes:
+    """The users' indexes of one file (in its ``WordLists``) and what each user's searches spent without one."""
+
+    max_bytes: int = USER_BYTES
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    users: OrderedDict[str | None, UserWords] = field(default_factory=OrderedDict)
+    nbytes: int = 0
+    rent: dict[str | None, tuple[int, float]] = field(default_factory=dict)  # user -> (gen, seconds spent)
+    price: float = _PRICE  # seconds per record, as last measured
+    tokens: dict[str, str | None] = field(default_factory=dict)  # query word -> its one FTS5 token, or None
+
+    def clear(self) -> None:
+        with self.lock:
+            self.users.clear()
+            self.nbytes = 0
+            self.rent.clear()
+            self.tokens.clear()
+
+    def of(self, conn: Conn, user: str | None, line: Timeline) -> UserWords | None:
+        """``user``'s index at ``line``'s generation: kept, built now (the rent is paid), or None (ask FTS5)."""
+        with self.lock:
+            have = self.users.get(user)
+            if have is not None and have.gen == line.gen:
+                self.users.move_to_end(user)
+                return have
+            spent = self.rent.get(user)
+            if spent is None or spent[0] != line.gen or spent[1] < BUY * self.price * max(len(line.rids), 1):
+                return None
+            del self.rent[user]
+        start = time.thread_time()
+        index = build(conn, line)
+        took = time.thread_time() - start
+        with self.lock:
+            if line.rids:
+                self.price = max(took / len(line.rids), 1e-7)
+            if index.nbytes > self.max_bytes:
+                return index  # this search only
+            old = self.users.pop(user, None)
+            if old is not None:
+                self.nbytes -= old.nbytes
+            self.users[user] = index
+            self.nbytes += index.nbytes
+            while self.nbytes > self.max_bytes and len(self.users) > 1:
+                _, dropped = self.users.popitem(last=False)
+                self.nbytes -= dropped.nbytes
+        return index
+
+    def paid(self, user: str | None, gen: int, seconds: float) -> None:
+        """A search of ``user`` at ``gen`` ran through FTS5 for ``seconds``: rent towards its index."""
+        with self.lock:
+            spent = self.rent.get(user)
+            if spent is None and len(self.rent) >= _RENT_MAX:
+                self.rent.clear()  # many users searched once each: forget them, not grow
+            total = spent[1] if spent is not None and spent[0] == gen else 0.0
+            self.rent[user] = (gen, total + seconds)
+
+    def tokens_of(self, conn: Conn, terms: Sequence[str]) -> list[str | None]:
+        """Each query word's one FTS5 token (stemmed; None: several or none), kept for the next searches."""
+        with self.lock:
+            known = [self.tokens.get(term, "") for term in terms]
+        missing = [term for term, token in zip(terms, known, strict=True) if token == ""]
+        if missing:
+            found = dict(zip(missing, tokens(conn, missing), strict=True))
+            with self.lock:
+                if len(self.tokens) + len(found) > _TOKENS_MAX:
+                    self.tokens.clear()
+                self.tokens.update(found)
+            known = [found[term] if token == "" else token for term, token in zip(terms, known, strict=True)]
+        return known
+
+
+def file_ranking(
+    conn: Conn, index: UserWords, tokens: Sequence[str | None], inner: int
+) -> list[tuple[int, float]] | None:
+    """``SELECT rowid - base, bm25(records_fts, 1.0, 0.0) ... ORDER BY bm25 LIMIT inner`` of the OR of the phrases
+    whose tokens are ``tokens``, as (rid, bm25): the same rows, order and scores. None when the file's FTS5 rows
+    are not exactly the index's records (its statistics differ) or a phrase is not one token."""
+    if any(token is None for token in tokens):
+        return None
+    row = conn.execute("SELECT block FROM records_fts_data WHERE id = 1").fetchone()
+    if row is None:
+        return None
+    averages = varints(bytes(row[0]))
+    n = len(index.rids)
+    # The file's rows and tokens (body + tenant) are the index's records' exactly: then every count is the file's.
+    if not n or averages[0] != n or sum(averages[1:]) != index.tokens + n:
+        return None
+    avgdl = sum(averages[1:]) / n
+    norm = index.norms(avgdl)
+    score = np.zeros(n, dtype=np.float64)
+    mark = np.zeros(n, dtype=bool)
+    for token in tokens:
+        assert token is not None
+        docs, tf = index.postings(token)
+        if not len(docs):
+            continue
+        idf = fts5_idf(len(docs), n)
+        # fts5_aux.c: score += aIDF[i] * ((aFreq[i] * (k1 + 1.0)) / (aFreq[i] + k1 * (1 - b + b * D / avgdl)))
+        score[docs] += idf * ((tf * (K1 + 1.0)) / (tf + norm[docs]))
+        mark[docs] = True
+    at = np.flatnonzero(mark)
+    if not len(at):
+        return []
+    bm25 = -1.0 * score[at]
+    rids = index.rids[at]
+    if len(at) > inner:
+        # The inner best by (bm25, rowid), as SQLite's ORDER BY ... LIMIT keeps them (ties: the first rows FTS5
+        # returned, in rowid order); argpartition first, then an exact sort of the few.
+        cut = np.partition(bm25, inner - 1)[inner - 1]
+        keep = np.flatnonzero(bm25 <= cut)
+        bm25, rids = bm25[keep], rids[keep]
+    order = np.lexsort((rids, bm25))[:inner]
+    return list(zip(rids[order].tolist(), bm25[order].tolist(), strict=True))
+
+
+def user_lists(index: UserWords, tokens: Sequence[str | None]) -> list[list[int]] | None:
+    """Each phrase's records (rids, ascending) among the user's, for the per-user BM25; None if a phrase is not
+    one token."""
+    out: list[list[int]] = []
+    for token in tokens:
+        if token is None:
+            return None
+        docs, _ = index.postings(token)
+        out.append(np.sort(index.rids[docs]).tolist())
+    return out
+
+
+def body_lengths(index: UserWords, rids: Sequence[int], at: dict[int, int]) -> dict[int, int]:
+    """Tokens in the body of each of ``rids`` (FTS5's docsize, first column); ``at``: rid -> position."""
+    lengths = index.lengths
+    return {rid: int(lengths[at[rid]]) for rid in rids if rid in at}

@@ -1,0 +1,223 @@
+"""A user's words in RAM (``_keyword_user.py``): the same keyword hits as asking FTS5, and gone when they must go.
+
+``BUY`` is set to 0 so that a user is indexed at its second keyword search of a
+generation; every ranking is compared with the same search through FTS5
+(record, exact score) on random corpora: repeated words, words sharing a stem,
+accents, ties, filters, sessions, a user alone in its file (FTS5's ``bm25()``
+order) and a user among others (the per-user BM25).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from memoryport import MemoryRecord, MemoryScope, MemoryUpdate, SQLiteMemory
+from memoryport._records import utcnow
+from memoryport.adapters.sqlite import _keyword, _keyword_user, _search
+from memoryport.adapters.sqlite._rows import us
+from memoryport.adapters.sqlite._where import Where
+
+ANN = MemoryScope(user_id="ann")
+VOCAB = [
+    "tea", "walk", "walking", "walked", "garden", "book", "books", "read", "river", "stone", "lamp",
+    "café", "cafe", "naïve", "straße", "über", "42", "x7", "quiet", "bright", "the", "a",
+]  # fmt: skip
+
+
+@pytest.fixture
+def buy_now(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(_keyword_user, "BUY", 0.0)
+    yield
+
+
+def corpus(n: int, seed: int, vocab: int = len(VOCAB)) -> list[str]:
+    rng = random.Random(seed)
+    words = VOCAB[:vocab]
+    out = []
+    for i in range(n):
+        text = [rng.choice(words) for _ in range(rng.randint(1, 6))]
+        if i % 7 == 0:
+            text += [text[0]] * rng.randint(1, 3)  # term frequencies above one
+        out.append(" ".join(text).capitalize())
+    return out
+
+
+def queries(seed: int, n: int = 12) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.sample([*VOCAB, "zebra", "Walks"], rng.randint(1, 5))) for _ in range(n)]
+
+
+def ranking_of(memory: Any, query: str, scope: MemoryScope, limit: int, filters: Any, *, ram: bool) -> Any:
+    """keyword_ranking's (rid, score) and IDFs, with the user's words in RAM (indexed first) or through FTS5."""
+    store = memory.store
+    users = store.ann.words.users
+    now = us(utcnow())
+
+    def run(conn: Any) -> Any:
+        line = store.timelines.of(conn, scope.user_id) or store.timelines.of(conn, scope.user_id)
+        assert line is not None
+        idf: dict[str, float] = {}
+        if ram:
+            users.paid(scope.user_id, line.gen, 1.0)  # the rent is paid: indexed at this search
+        else:
+            users.clear()
+        got = _keyword.keyword_ranking(conn, "fts5", query, scope, limit, filters, now, idf, line, store.ann.words)
+        if ram:
+            assert scope.user_id in users.users
+        return got, idf
+
+    return store.db.read(run)
+
+
+def same(memory: Any, scope: MemoryScope, seed: int, filters: Any = None, n: int = 12) -> None:
+    for query in queries(seed, n):
+        for limit in (1, 5, 50):
+            assert ranking_of(memory, query, scope, limit, filters, ram=True) == ranking_of(
+                memory, query, scope, limit, filters, ram=False
+            ), query
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_user_alone_ranks_as_fts5_bm25(db_path: str, driver: str, buy_now: None, seed: int) -> None:
+    memory = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
+    # Few words: many records tie on their score (FTS5's order: rowid) and hold a word several times.
+    memory.add_sync([MemoryRecord(scope=ANN, text=t) for t in corpus(400, seed, vocab=6 + 8 * seed)])
+    memory.add_sync([MemoryRecord(scope=ANN, text=" ".join(["tea lamp"] * 70 + ["river"] * 140))])  # 2-byte sizes
+    ran: list[Any] = []
+    real = _keyword.file_ranking
+
+    def spy(*args: Any) -> Any:
+        ran.append(real(*args))
+        return ran[-1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_keyword, "file_ranking", spy)
+        same(memory, ANN, seed)
+    assert ran and all(r is not None for r in ran)  # every search above took the index
+    memory.close()
+
+
+def test_a_user_among_others_ranks_as_its_per_user_bm25(db_path: str, driver: str, buy_now: None) -> None:
+    memory = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
+    rng = random.Random(3)
+    records = [MemoryRecord(scope=ANN, text=t) for t in corpus(150, 3)]
+    records += [MemoryRecord(scope=MemoryScope(user_id=f"u{i % 3}"), text=t) for i, t in enumerate(corpus(300, 4))]
+    rng.shuffle(records)
+    memory.add_sync(records)
+    ran: list[Any] = []
+    real = _keyword.user_lists
+
+    def spy(*args: Any) -> Any:
+        ran.append(real(*args))
+        return ran[-1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_keyword, "user_lists", spy)
+        same(memory, ANN, 5)
+        same(memory, MemoryScope(user_id="u1"), 6)
+    assert ran and all(r is not None for r in ran)
+    memory.close()
+
+
+def test_filters_sessions_time_ranges_and_a_larger_share_stay_exact(db_path: str, driver: str, buy_now: None) -> None:
+    memory = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
+    start = utcnow() - timedelta(days=10)
+    memory.add_sync(
+        [
+            MemoryRecord(
+                scope=MemoryScope(user_id="ann", session_id=f"s{i % 4}"),
+                text=t,
+                metadata={"n": i % 5},
+                created_at=start + timedelta(minutes=i),
+            )
+            for i, t in enumerate(corpus(240, 8))
+        ]
+    )
+    same(memory, ANN, 9, Where.of({"n": 2}, None, None), n=5)  # a filter: more of the best checked, then the rows
+    same(memory, MemoryScope(user_id="ann", session_id="s1"), 10, n=5)
+    same(memory, ANN, 11, Where.of(None, start + timedelta(minutes=200), None), n=5)  # a narrow range: FTS5 itself
+    # Another user (ann still holds most of the file): ann's statistics are no longer the file's (FTS5 ranks).
+    memory.add_sync([MemoryRecord(scope=MemoryScope(user_id="bo"), text=t) for t in corpus(60, 12)])
+    same(memory, ANN, 13, n=5)
+    memory.close()
+
+
+def test_public_searches_are_unchanged_and_the_index_is_bought(db_path: str, driver: str) -> None:
+    memory = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
+    memory.add_sync([MemoryRecord(scope=ANN, text=t) for t in corpus(300, 14)])
+    users = memory.store.ann.words.users
+    before = [[(h.record.id, h.score) for h in memory.search_sync(q, scope=ANN, k=10)] for q in queries(15)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_keyword_user, "BUY", 0.0)
+        memory.search_sync("tea", scope=ANN, k=3)
+        after = [[(h.record.id, h.score) for h in memory.search_sync(q, scope=ANN, k=10)] for q in queries(15)]
+    assert "ann" in users.users
+    assert after == before
+    # Rent or buy: with the default share, searches pay first; a write at every search never builds.
+    users.clear()
+    for i in range(5):
+        memory.add_sync([MemoryRecord(scope=ANN, text=f"note {i} tea")])
+        memory.search_sync("tea", scope=ANN, k=3)
+    assert not users.users
+    memory.close()
+
+
+def test_erasure_updates_deletes_expiry_and_other_stores_writes(db_path: str, driver: str, buy_now: None) -> None:
+    memory = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
+    # Another store on the file: its writes reach this one as another process's do (the generation moves);
+    # it shares no timeline with it.
+    other = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
+    memory.add_sync([MemoryRecord(scope=ANN, text=t) for t in corpus(80, 16)])
+    [okapi] = memory.add_sync([MemoryRecord(scope=ANN, text="the okapi crossed the river")])
+    users = memory.store.ann.words.users
+
+    def search(query: str) -> list[str]:
+        for _ in range(3):  # the timeline, then the index
+            hits = memory.search_sync(query, scope=ANN, k=5)
+        return [h.record.id for h in hits]
+
+    assert search("okapi") == [okapi] and "ann" in users.users
+    other.update_sync([MemoryUpdate(id=okapi, text="the giraffe crossed the river")], scope=ANN)
+    assert search("okapi") == [] and search("giraffe") == [okapi]
+    [zebra] = other.add_sync([MemoryRecord(scope=ANN, text="a zebra", expires_at=utcnow() + timedelta(seconds=3))])
+    assert search("zebra") == [zebra]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_search, "utcnow", lambda: utcnow() + timedelta(seconds=5))
+        assert memory.search_sync("zebra", scope=ANN, k=5) == []  # expired: checked at every search
+    # An update of this store and an erasure empty the indexes at once (other processes': the generation).
+    assert search("giraffe") == [okapi] and users.users
+    memory.update_sync([MemoryUpdate(id=okapi, text="the gnu crossed the river")], scope=ANN)
+    assert not users.users and not users.tokens
+    assert search("gnu") == [okapi] and users.users
+    memory.delete_sync([okapi], scope=ANN)
+    assert not users.users and not users.rent
+    assert search("gnu") == []
+    memory.delete_sync(scope=ANN)
+    assert not users.users
+    assert search("tea") == []
+    memory.close()
+    other.close()
+
+
+def test_the_index_is_bounded(db_path: str, driver: str, buy_now: None) -> None:
+    memory = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
+    users = memory.store.ann.words.users
+    for name in ("a", "b", "c"):
+        memory.add_sync([MemoryRecord(scope=MemoryScope(user_id=name), text=t) for t in corpus(50, 17)])
+
+    def index(name: str) -> int:
+        for _ in range(3):
+            memory.search_sync("tea walk", scope=MemoryScope(user_id=name), k=3)
+        return users.users[name].nbytes
+
+    a, b = index("a"), index("b")
+    assert users.nbytes == a + b
+    users.max_bytes = a + b  # room for two: the least recently used goes
+    c = index("c")
+    assert list(users.users) == ["b", "c"] and users.nbytes == b + c
+    memory.close()
