@@ -442,6 +442,7 @@ def processes(folder: Path, data: str, queries: int, procs: int, shares: Sequenc
     path = folder / f"{data}.db"
     out = [f"\n### {procs} processes on one file, {queries} vector searches each (index, k={K})\n"]
     rows: list[list[Any]] = []
+    tmpfs: list[str] = []
     for share in shares:
         started = [
             subprocess.Popen(
@@ -466,6 +467,10 @@ def processes(folder: Path, data: str, queries: int, procs: int, shares: Sequenc
         for proc in started:
             assert proc.stdout is not None
             got.append(json.loads(proc.stdout.readline()))
+        if share == "on" and os.path.isdir("/dev/shm"):
+            segments = [e for e in os.scandir("/dev/shm") if e.name.startswith("memoryport-")]
+            size = sum(e.stat().st_size for e in segments) / 2**20
+            tmpfs.append(f"{procs} processes sharing: {len(segments)} files of memoryport, {size:,.0f} MB")
         for proc in started:
             proc.communicate("\n", timeout=600)
         label = "shared (tmpfs)" if share == "on" else "private (MEMORYPORT_SHARE_INDEX=off)"
@@ -475,12 +480,20 @@ def processes(folder: Path, data: str, queries: int, procs: int, shares: Sequenc
                     label,
                     f"process {i + 1}",
                     *[one.get(k, float("nan")) for k in SMAPS],
+                    one["published"],
                     one["attached"],
                     one["median_ms"],
                 ]
             )
         rows.append(
-            [label, "sum", *[sum(one.get(k, 0.0) for one in got) for k in SMAPS], sum(o["attached"] for o in got), ""]
+            [
+                label,
+                "sum",
+                *[sum(one.get(k, 0.0) for one in got) for k in SMAPS],
+                sum(o["published"] for o in got),
+                sum(o["attached"] for o in got),
+                "",
+            ]
         )
     out.append(
         table(
@@ -493,7 +506,8 @@ def processes(folder: Path, data: str, queries: int, procs: int, shares: Sequenc
                 "Pss anon",
                 "Pss shmem",
                 "Pss file",
-                "lists mapped",
+                "lists decoded to tmpfs",
+                "lists mapped from tmpfs",
                 "median ms",
             ],
             rows,
@@ -502,8 +516,11 @@ def processes(folder: Path, data: str, queries: int, procs: int, shares: Sequenc
     out.append(
         f"\nFrom /proc/<pid>/smaps_rollup after the searches, all processes still open (load at the end: "
         f"{os.getloadavg()[0]:.1f}). Pss divides each shared page among the processes mapping it; the sum of Pss "
-        "is what they hold together. Latencies are of processes searching at the same time on this machine."
+        "is what they hold together. Latencies are of processes searching at the same time on this machine, "
+        "most of their lists read for the first time (cold)."
     )
+    if tmpfs:
+        out.append(f"In /dev/shm while they were open: {'; '.join(tmpfs)}.")
     return out
 
 

@@ -151,9 +151,9 @@ def SQLiteMemory(
             first search that finds it missing; below it, and for narrower
             scopes, vector search is exact. ``None`` (the default): always
             exact. At 1M vectors the index answers a first search far sooner,
-            holds under half the private memory (about 450 bytes per vector,
-            one cache per process) and searches warm in about 0.04x the time
-            of the exact scan (18-27 ms vs 755 ms at recall@10 1.000 on
+            holds under half the memory (about 450 bytes per vector, one
+            copy for the processes open on the file: ``share_index``) and
+            searches warm in about 0.04x the time of the exact scan (18-27 ms vs 755 ms at recall@10 1.000 on
             clustered vectors, loaded machine); opt-in because its results
             are approximate.
         share_index: processes open on the same file share one copy of the

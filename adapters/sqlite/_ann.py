@@ -26,9 +26,11 @@ the whole shortlist, the caller falls back to the exact scan.
 Lists are read on demand and kept in a process-wide cache keyed by the file's
 identity (device, inode and a random id written in the file), shared by every
 store open on the file in this process (about 440 bytes per vector at 384-d:
-a quarter of the float32 vectors); other processes share the file's pages
-through SQLite's memory map and hold their own cache of the lists they probe. A cached list is reused while its tenant's
-generation is unchanged, and otherwise re-validated by its version.
+a quarter of the float32 vectors). Other processes on the file share the
+decoded lists too: each list at each version is decoded once into a segment in
+tmpfs and mapped by every process that probes it (``_shm.py``; off, or where
+tmpfs cannot be used, each process decodes its own). A cached list is reused
+while its tenant's generation is unchanged, and otherwise re-validated by its version.
 
 Writes keep the index exact in membership: an add assigns the new vectors to
 their nearest centroid and rewrites those lists' *tails* (small rows searched
