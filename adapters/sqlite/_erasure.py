@@ -174,4 +174,7 @@ def checkpoint(db: Database) -> bool:
         conn = db.writer()
         if erase_stage(conn):
             return finish_erasure(db, conn)
-        return checkpoint_wal(db, conn)
+        done = checkpoint_wal(db, conn)
+        # Lists no longer current (a re-embedding drops the whole index) leave shared memory too.
+        purge_file(db.path, conn, db.driver.Error)
+        return done

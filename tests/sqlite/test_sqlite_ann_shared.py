@@ -112,13 +112,17 @@ def test_a_second_process_maps_the_lists_instead_of_decoding_them(published: Any
 def test_writes_of_another_process_are_seen_and_stale_segments_never_used(published: Any) -> None:
     memory, path, texts = published
     gone = next(i for i, t in texts.items() if t == "c3 later 3")
-    theirs = child(path, [["add", "c3 fresh"], ["delete", gone], ["search", "c3 fresh"], ["search", "c3 later 3"]])
+    moved = next(i for i, t in texts.items() if t == "c2 note 2")
+    ops = [["add", "c3 fresh"], ["delete", gone], ["update", [moved, "c9 moved"]]]
+    theirs = child(path, [*ops, ["search", "c3 fresh"], ["search", "c3 later 3"], ["search", "c9 moved"]])
     fresh = theirs["results"][0]
-    assert theirs["results"][2][0][0] == fresh  # its own add, through a new tail version
-    assert gone not in [h[0] for h in theirs["results"][3]]
+    assert theirs["results"][3][0][0] == fresh  # its own add, through a new tail version
+    assert gone not in [h[0] for h in theirs["results"][4]]
+    assert theirs["results"][5][0][0] == moved  # re-embedded: found by its new text
     # This process held the old versions: it re-reads what changed, maps or decodes the new ones.
     assert hits(memory, "c3 fresh")[0][0] == fresh
-    assert theirs["results"][2:] == [hits(memory, "c3 fresh"), hits(memory, "c3 later 3")]
+    assert hits(memory, "c9 moved")[0][0] == moved
+    assert theirs["results"][3:] == [hits(memory, "c3 fresh"), hits(memory, "c3 later 3"), hits(memory, "c9 moved")]
 
 
 def test_erasure_in_another_process_leaves_no_code_in_shared_memory(published: Any) -> None:
@@ -134,6 +138,16 @@ def test_erasure_in_another_process_leaves_no_code_in_shared_memory(published: A
     # Erasing the user (here) drops the index: none of its segments is left.
     memory.delete_sync(scope=ANN)
     assert segments(memory) == []
+
+
+def test_a_reembedding_in_another_process_drops_the_shared_lists(published: Any) -> None:
+    memory, path, texts = published
+    assert segments(memory)
+    theirs = child(path, [["reembed", None]])
+    assert theirs["results"] == [len(texts)]
+    assert segments(memory) == []  # the index they came from is gone
+    got = hits(memory, "c7 note 7")  # exact until rebuilt: the record itself first
+    assert texts[got[0][0]] == "c7 note 7" and got[0][1] == pytest.approx(1.0)
 
 
 def test_the_last_process_out_removes_the_segments_and_a_killed_ones_are_cleaned_at_the_next_open(

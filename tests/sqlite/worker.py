@@ -190,8 +190,16 @@ def ann(path: str, driver: str, ops: str) -> int:
             out.append(memory.add_sync([MemoryRecord(scope=scope, text=arg)])[0])
         elif op == "delete":
             out.append(memory.delete_sync(ids=[arg], scope=scope))
+        elif op == "update":  # [id, text]: re-embedded, moved to its new list's tail
+            from memoryport import MemoryUpdate
+
+            out.append(len(memory.update_sync([MemoryUpdate(id=arg[0], text=arg[1])], scope=scope)))
         elif op == "erase":
             out.append(memory.delete_sync(scope=scope))
+        elif op == "reembed":  # the same vectors again: the index is dropped, rebuilt on demand
+            from memoryport.adapters.sqlite import reembed_file_sync
+
+            out.append(reembed_file_sync(path, CallableEmbedder(clustered, dim=64, name="clustered-64"), driver=driver))
         elif op == "die":  # killed: nothing closed, segments left behind
             os._exit(0)
     shared = memory.store.ann.shared
