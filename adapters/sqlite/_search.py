@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Union
@@ -471,13 +471,6 @@ def placed(
             chunk,
         ).fetchall()
         known.update((rid, (at, session, agent, text)) for rid, at, session, agent, text in found)
-    if store.session_weight:
-        when: dict[int, tuple[Hashable, float]] = {}
-        for rid, _ in ranked:
-            found_at = known.get(rid)
-            if found_at is not None:
-                when[rid] = ((found_at[1], found_at[2]), found_at[0] / 1e6)
-        ranked = ranking.session_boost(ranked, when, weight=store.session_weight, gap=store.session_gap)
     # The steps that add at most a known amount to a candidate (its weight), one after the other.
     # They run on the same candidates (the head within reach), so the texts are looked up once.
     texts: dict[int, str] = {}
@@ -510,8 +503,17 @@ def placed(
             return ranking.length_boost(scored, sizes, weight=store.length_weight, pivot=store.length_pivot)
 
         steps.append((store.length_weight, lengths))
-    if k is not None and steps:
-        ranked = ranking.within_reach(ranked, k, math.fsum(bound for bound, _ in steps))
+    # The most the steps after the session step can add to any candidate, and to each (see _lifts).
+    cut = k is not None and len(ranked) > k
+    lift, bounds = _lifts(store, ranked, known, span is not None, timed) if cut and steps else (0.0, None)
+    if store.session_weight:
+        # Only the head that can reach the k best (ranking.session_boost with k), when that is exact;
+        # the times are read for the candidates it looks at.
+        ranked = ranking.session_boost(
+            ranked, _When(known), weight=store.session_weight, gap=store.session_gap, k=k if cut else None, lift=lift
+        )
+    if cut and bounds is not None and len(ranked) > (k or 0):
+        ranked = ranking.within_reach(ranked, k or 0, lift, bounds=bounds)
     if steps:
         for rid, _ in ranked:
             found = known.get(rid)
@@ -520,6 +522,63 @@ def placed(
     for _, step in steps:
         ranked = step(ranked)
     return ranked
+
+
+class _When(Mapping[int, tuple[Hashable, float]]):
+    """rid -> ``((session, agent), created_at in seconds)`` from :data:`Times`, as :func:`ranking.session_boost`
+    reads it, computed for the rids it asks about only."""
+
+    __slots__ = ("known",)
+
+    def __init__(self, known: Times) -> None:
+        self.known = known
+
+    def __getitem__(self, rid: int) -> tuple[Hashable, float]:
+        at, session, agent, _ = self.known[rid]
+        return (session, agent), at / 1e6
+
+    def __contains__(self, rid: object) -> bool:
+        return rid in self.known
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.known)
+
+    def __len__(self) -> int:
+        return len(self.known)
+
+
+def _lifts(
+    store: SQLiteStore, ranked: list[tuple[int, float]], known: Times, dated: bool, timed: bool
+) -> tuple[float, Callable[[int], tuple[float, float]]]:
+    """The most the date, speaker, time and length steps of :func:`placed` can add to any of ``ranked``,
+    and rid -> the least and the most they can add to it.
+
+    The length lift exactly (what :func:`ranking.length_boost` adds), at most that of the longest
+    text; the speaker step's weight only for a text with a colon where a speaker prefix would end
+    (:func:`ranking.speaker_boost` lifts no other); the date and time steps' weights when they run.
+    A rid not in ``known`` has no text: the steps give it nothing but the date step's lift.
+    """
+    fixed = (store.date_weight if dated else 0.0) + (store.time_weight if timed else 0.0)
+    speaker, length, pivot = store.speaker_weight, store.length_weight, store.length_pivot
+    prefix = ranking.SPEAKER_PREFIX
+    said = [found[3] for found in map(known.get, [rid for rid, _ in ranked]) if found is not None]
+    most = fixed
+    if length and said:
+        most += length * min(1.0, max(map(len, said)) / pivot)
+    if speaker and any(text.find(":", 0, prefix) >= 0 for text in said):
+        most += speaker
+
+    def bounds(rid: int) -> tuple[float, float]:
+        found = known.get(rid)
+        if found is None:
+            return 0.0, fixed
+        text = found[3]
+        least = length * min(1.0, len(text) / pivot) if length else 0.0
+        if speaker and text.find(":", 0, prefix) >= 0:
+            return least, least + fixed + speaker
+        return least, least + fixed
+
+    return most, bounds
 
 
 def neighbours(

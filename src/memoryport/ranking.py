@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import heapq
 import itertools
 import logging
 import math
@@ -328,7 +329,13 @@ def spread_to_neighbours(
     return sorted(out.items(), key=lambda kv: (-kv[1], order[kv[0]]))
 
 
-def within_reach(scored: Sequence[tuple[K, float]], k: int, lift: float) -> list[tuple[K, float]]:
+def within_reach(
+    scored: Sequence[tuple[K, float]],
+    k: int,
+    lift: float,
+    *,
+    bounds: Callable[[K], tuple[float, float]] | None = None,
+) -> list[tuple[K, float]]:
     """The head of ``scored`` (best first) that can still be among the ``k`` best once each gets at most ``lift`` more.
 
     Re-ranking steps that add to each candidate at most a known amount,
@@ -341,9 +348,23 @@ def within_reach(scored: Sequence[tuple[K, float]], k: int, lift: float) -> list
     (a candidate left out ends strictly below the ``k``-th). Scores that are
     not finite, or fewer than ``k`` candidates, return ``scored`` whole.
 
+    ``bounds``: key -> ``(least, most)``, what that key gets at least and at most
+    from the steps (``0 <= least <= most <= lift``), when the caller can tell more
+    cheaply than by running them (a lift of 0 for a text without a speaker
+    prefix, the exact length lift). Then ``scored`` is walked best first, asking
+    ``bounds`` only until no later key can reach the ``k``-th best ``score +
+    least``; the head keeps, in their order, the walked keys whose ``score +
+    most`` still reaches it (not always a prefix of ``scored``). The ``k`` best
+    after the steps are the same as on all of ``scored``: the steps add to each
+    key independently and sort stably, so the keys left out end strictly below
+    ``k`` others, and removing them changes no other key's place.
+
     Example:
         >>> within_reach([("a", 0.9), ("b", 0.8), ("c", 0.5), ("d", 0.1)], 2, 0.3)
         [('a', 0.9), ('b', 0.8), ('c', 0.5)]
+        >>> lifts = {"a": (0.0, 0.0), "b": (0.1, 0.1), "c": (0.0, 0.3), "d": (0.0, 0.3)}
+        >>> within_reach([("a", 0.9), ("b", 0.8), ("c", 0.5), ("d", 0.1)], 2, 0.3, bounds=lifts.__getitem__)
+        [('a', 0.9), ('b', 0.8)]
     """
     if lift < 0:
         raise ValueError("lift must not be negative")
@@ -352,12 +373,36 @@ def within_reach(scored: Sequence[tuple[K, float]], k: int, lift: float) -> list
     scores = [score for _, score in scored]
     if not math.isfinite(math.fsum(scores)) or not math.isfinite(lift):
         return list(scored)
+    if bounds is not None:
+        return _within_bounds(scored, k, lift, bounds)
     # A margin far above float rounding of a few additions, far below any real difference of scores.
     floor = scores[k - 1] - lift - 1e-9 * (1.0 + abs(scores[k - 1]) + lift)
     end = k
     while end < len(scores) and scores[end] >= floor:
         end += 1
     return list(scored[:end])
+
+
+def _within_bounds(
+    scored: Sequence[tuple[K, float]], k: int, lift: float, bounds: Callable[[K], tuple[float, float]]
+) -> list[tuple[K, float]]:
+    """:func:`within_reach` with a bound per key (finite scores, best first, more than ``k`` of them)."""
+    least_k: list[float] = []  # the k largest ``score + least`` walked so far (a min-heap)
+    walked: list[tuple[K, float, float]] = []
+    for key, score in scored:
+        if len(least_k) == k:
+            floor = least_k[0]
+            # No key from here on (score at most this one's, lift at most ``lift``) can reach the k-th.
+            if score + lift < floor - 1e-9 * (1.0 + abs(floor) + lift):
+                break
+        least, most = bounds(key)
+        walked.append((key, score, most))
+        if len(least_k) < k:
+            heapq.heappush(least_k, score + least)
+        elif score + least > least_k[0]:
+            heapq.heapreplace(least_k, score + least)
+    floor = least_k[0] - 1e-9 * (1.0 + abs(least_k[0]) + lift)
+    return [(key, score) for key, score, most in walked if score + most >= floor]
 
 
 def rerank_pool(k: int, reranker: RerankerPort | None, candidates: int) -> int:
@@ -667,6 +712,8 @@ def session_boost(
     *,
     weight: float = SESSION_WEIGHT,
     gap: timedelta = SESSION_GAP,
+    k: int | None = None,
+    lift: float = 0.0,
 ) -> list[tuple[K, float]]:
     """Add to each candidate ``weight`` times the best score in its session (:func:`sessions_of`), and re-rank.
 
@@ -684,6 +731,11 @@ def session_boost(
             sessions or agents never share a session); keys missing here get nothing.
         weight: the share of the session's best score added (0 turns it off).
         gap: the pause that separates two sessions.
+        k: only the ``k`` best are wanted, after later steps that add at most
+            ``lift`` to each candidate (as in :func:`within_reach`): the result may
+            then leave out candidates that cannot be among them, and reads ``when``
+            only for those it keeps unless it must look further. The ``k`` best of
+            the result after such steps are the same as with every candidate.
 
     Returns:
         ``(key, score)`` pairs, best first; ties broken by the input order.
@@ -694,11 +746,17 @@ def session_boost(
         >>> when = {"a": ("ann", at(1)), "b": ("ann", at(1)), "c": ("ann", at(5))}
         >>> session_boost([("a", 1.0), ("c", 0.5), ("b", 0.4)], when, weight=0.5)
         [('a', 1.5), ('b', 0.9), ('c', 0.75)]
+        >>> session_boost([("a", 1.0), ("c", 0.5), ("b", 0.4)], when, weight=0.5, k=1)
+        [('a', 1.5)]
     """
     if weight < 0:
         raise ValueError("weight must not be negative")
     if not weight or not scores:
         return list(scores)
+    if k is not None:
+        head = _session_head(scores, when, weight, gap, k, lift)
+        if head is not None:
+            return head
     session = sessions_of({key: when[key] for key, _ in scores if key in when}, gap=gap)
     best: dict[int, float] = {}
     for key, score in scores:
@@ -707,6 +765,74 @@ def session_boost(
             best[number] = score
     out = [(key, score + weight * best[session[key]] if key in session else score) for key, score in scores]
     return _best_first(out)
+
+
+def _session_head(
+    scores: Sequence[tuple[K, float]],
+    when: Mapping[K, tuple[Hashable, datetime | float]],
+    weight: float,
+    gap: timedelta,
+    k: int,
+    lift: float,
+) -> list[tuple[K, float]] | None:
+    """:func:`session_boost` of the head of ``scores`` that can reach the ``k`` best; None: run it on all.
+
+    A candidate ends with at least its score plus ``weight`` times it (it is in its own session,
+    when ``when`` knows it) and at most its score plus ``weight`` times the best score plus ``lift``.
+    So the first ``k`` candidates end with at least the least of their lower bounds, and a candidate
+    whose upper bound stays below that is left out, with all after it (``scores`` is best first).
+    The head's sessions are those of all candidates unless a candidate left out lies between two of
+    the head's sessions of one scope (it could chain them into one): then None. Candidates left out
+    never hold the best score of a head candidate's session (theirs are lower), and removing them
+    changes no other candidate's place after a stable sort.
+    """
+    if k < 1 or len(scores) <= k or lift < 0 or not math.isfinite(lift):
+        return None
+    if not math.isfinite(math.fsum([score for _, score in scores])):
+        return None
+    most = weight * max(scores[0][1], 0.0) + lift
+    floor = min(score + weight * score if key in when else score for key, score in scores[:k])
+    floor -= 1e-9 * (1.0 + abs(floor) + most)
+    end = k
+    while end < len(scores) and scores[end][1] + most >= floor:
+        end += 1
+    if end == len(scores):
+        return None
+    head = scores[:end]
+    mine = {key: when[key] for key, _ in head if key in when}
+    session = sessions_of(mine, gap=gap)
+    # Each scope's sessions among the head as (first, last) time; a scope with two or more has gaps.
+    spans: dict[int, tuple[Hashable, float, float]] = {}
+    for key, number in session.items():
+        group, at = mine[key]
+        t = at.timestamp() if isinstance(at, datetime) else float(at)
+        found = spans.get(number)
+        spans[number] = (group, t, t) if found is None else (group, min(found[1], t), max(found[2], t))
+    by_group: dict[Hashable, list[tuple[float, float]]] = {}
+    for group, first, last in spans.values():
+        by_group.setdefault(group, []).append((first, last))
+    gaps: dict[Hashable, list[tuple[float, float]]] = {}
+    for group, starts in by_group.items():
+        if len(starts) > 1:
+            starts.sort()
+            gaps[group] = [(starts[i][1], starts[i + 1][0]) for i in range(len(starts) - 1)]
+    if gaps:
+        for key, _ in scores[end:]:
+            at_of = when.get(key)
+            if at_of is None or at_of[0] not in gaps:
+                continue
+            t = at_of[1].timestamp() if isinstance(at_of[1], datetime) else float(at_of[1])
+            for after, before in gaps[at_of[0]]:
+                if after <= t <= before:
+                    return None  # it may join two of the head's sessions: decide with every candidate
+    best: dict[int, float] = {}
+    for key, score in head:
+        mine_at = session.get(key)
+        if mine_at is not None and score > best.get(mine_at, -math.inf):
+            best[mine_at] = score
+    return _best_first(
+        [(key, score + weight * best[session[key]] if key in session else score) for key, score in head]
+    )
 
 
 SPEAKER_WEIGHT = 0.2

@@ -143,6 +143,94 @@ def test_within_reach_keeps_every_candidate_that_bounded_lifts_can_bring_into_th
         assert steps(head)[:k] == steps(scored)[:k], trial
 
 
+def _lifted(ranking: list[tuple[int, float]], parts: list[dict[int, float]]) -> list[tuple[int, float]]:
+    """Steps as the store runs them: each adds a lift per key, then a stable sort by score."""
+    for part in parts:
+        ranking = sorted(((key, score + part.get(key, 0.0)) for key, score in ranking), key=lambda kv: -kv[1])
+    return ranking
+
+
+def test_within_reach_with_a_bound_per_key_gives_the_same_k_best() -> None:
+    """Random rankings with ties and per-key bounds (a lift of exactly its least, its most, or between):
+    the k best after the steps are the same on the head, which keeps the input's order."""
+    import random
+
+    rng = random.Random(11)
+    cut = 0
+    for trial in range(2000):
+        n = rng.randint(0, 40)
+        levels = [0.0, 0.1, 0.25, 0.5, 0.7, 1.0, 1.3]
+        scored = sorted(((i, rng.choice(levels)) for i in range(n)), key=lambda kv: -kv[1])
+        k = rng.randint(1, 12)
+        lift = rng.choice([0.0, 0.1, 0.3, 0.5, 2.0])
+        bounds: dict[int, tuple[float, float]] = {}
+        parts: list[dict[int, float]] = [{}, {}]
+        for i in range(n):
+            least = rng.choice([0.0, lift / 4, lift / 2])
+            most = rng.choice([least, lift / 2 if lift / 2 >= least else least, lift])
+            bounds[i] = (least, most)
+            # the least in one step, the rest (some share of most - least) in another
+            parts[0][i] = least
+            parts[1][i] = rng.choice([0.0, 0.5, 1.0]) * (most - least)
+        head = within_reach(scored, k, lift, bounds=bounds.__getitem__)
+        position = {key: i for i, (key, _) in enumerate(scored)}
+        assert [position[key] for key, _ in head] == sorted(position[key] for key, _ in head)
+        assert len(head) >= min(k, n)
+        assert _lifted(head, parts)[:k] == _lifted(scored, parts)[:k], trial
+        cut += len(head) < len(within_reach(scored, k, lift))
+    assert cut > 100  # the bounds do cut more than the uniform lift
+
+
+def test_session_boost_on_the_head_gives_the_same_k_best() -> None:
+    """session_boost(k=, lift=) against the full step followed by steps of at most ``lift`` per key:
+    random sessions (two scopes, pauses around the gap, candidates left out between two sessions),
+    ties, keys without a time; the k best are the same, and the head is shorter in some cases."""
+    import random
+
+    from memoryport.ranking import session_boost
+
+    rng = random.Random(3)
+    shorter = 0
+    gap = 1800.0
+    for trial in range(1500):
+        n = rng.randint(0, 30)
+        levels = [0.0, 0.05, 0.1, 0.3, 0.5, 0.7, 1.0]
+        scored = sorted(((i, rng.choice(levels)) for i in range(n)), key=lambda kv: -kv[1])
+        when: dict[int, tuple[object, float]] = {}
+        t = 0.0
+        for i in rng.sample(range(n), n):
+            t += rng.choice([0.0, 60.0, 1000.0, gap - 1, gap, 2 * gap, 86_400.0])
+            if rng.random() < 0.9:
+                when[i] = (rng.choice(["a", "b"]), t)
+        k = rng.randint(1, 8)
+        weight = rng.choice([0.3, 0.5, 1.0])
+        lift = rng.choice([0.0, 0.05, 0.2, 0.5])
+        parts = [{i: rng.choice([0.0, lift / 2, lift]) for i in range(n)}]
+        full = session_boost(scored, when, weight=weight)
+        head = session_boost(scored, when, weight=weight, k=k, lift=lift)
+        assert len(head) >= min(k, n)
+        assert _lifted(head, parts)[:k] == _lifted(full, parts)[:k], trial
+        shorter += len(head) < len(full)
+    assert shorter > 100
+
+
+def test_session_boost_on_the_head_looks_at_every_candidate_when_one_left_out_may_join_two_sessions() -> None:
+    from memoryport.ranking import session_boost
+
+    # 1 and 2 are two hours apart (two sessions); 3, left out (too low), lies between them at 25-minute steps.
+    when = {1: ("s", 0.0), 2: ("s", 4 * 1500.0), 3: ("s", 1500.0), 4: ("s", 3000.0), 5: ("s", 4500.0), 6: ("x", 0.0)}
+    scored = [(1, 1.0), (2, 0.9), (6, 0.8), (3, 0.01), (4, 0.01), (5, 0.01)]
+    full = session_boost(scored, when, weight=0.5)
+    # 1 and 2 share a session through 3, 4 and 5
+    assert [(key, round(score, 6)) for key, score in full[:3]] == [(1, 1.5), (2, 1.4), (6, 1.2)]
+    assert session_boost(scored, when, weight=0.5, k=2, lift=0.0) == full
+    # without the chain, the head alone is exact
+    apart = {**when, 3: ("s", 9e9), 4: ("s", 9e9), 5: ("s", 9e9)}
+    head = session_boost(scored, apart, weight=0.5, k=2, lift=0.0)
+    assert [(key, round(score, 6)) for key, score in head] == [(1, 1.5), (2, 1.35)]  # 6 cannot reach 1.35
+    assert head == session_boost(scored, apart, weight=0.5)[:2]
+
+
 def test_within_reach_edges() -> None:
     scored = [("a", 0.9), ("b", 0.8), ("c", 0.5), ("d", 0.1)]
     assert within_reach(scored, 2, 0.3) == scored[:3]

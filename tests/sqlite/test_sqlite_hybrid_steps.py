@@ -289,12 +289,21 @@ def test_later_steps_on_the_head_only_give_the_same_k_best(
     cuts: list[tuple[int, int]] = []
     within = ranking.within_reach
 
-    def spy(scored: Any, k: int, lift: float) -> Any:
-        head = within(scored, k, lift)
+    def spy(scored: Any, k: int, lift: float, **options: Any) -> Any:
+        head = within(scored, k, lift, **options)
         cuts.append((len(scored), len(head)))
         return head
 
     monkeypatch.setattr(ranking, "within_reach", spy)
+    sessions: list[tuple[int, int]] = []
+    boost = ranking.session_boost
+
+    def session_spy(scored: Any, when: Any, **options: Any) -> Any:
+        head = boost(scored, when, **options)
+        sessions.append((len(scored), len(head)))
+        return head
+
+    monkeypatch.setattr(ranking, "session_boost", session_spy)
     embedder = CallableEmbedder(_embed, dim=DIM, name="bow")
     memory: GuardedMemory[SQLiteStore] = SQLiteMemory(db_path, embedder=embedder, driver=driver, **options)
     try:
@@ -307,6 +316,9 @@ def test_later_steps_on_the_head_only_give_the_same_k_best(
                 assert _as_rids(store, hits) == want, (k, query, scope, filters)
         assert cuts and any(head < whole for whole, head in cuts)
         assert all(head >= 1 for _, head in cuts)
+        if options.get("session_weight", 1.0):
+            # the session step too runs on the head only in some searches (and on all in others)
+            assert any(head < whole for whole, head in sessions) and any(head == whole for whole, head in sessions)
     finally:
         memory.close()
 
