@@ -796,8 +796,8 @@ def _session_head(
     end = k
     while end < len(scores) and scores[end][1] + most >= floor:
         end += 1
-    if end == len(scores):
-        return None
+    if 2 * end > len(scores):
+        return None  # most of them are within reach: the head's own sessions would cost about as much
     head = scores[:end]
     mine = {key: when[key] for key, _ in head if key in when}
     session = sessions_of(mine, gap=gap)
