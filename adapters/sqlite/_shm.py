@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import fcntl
 import hashlib
 import mmap
 import os
@@ -57,6 +56,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memoryport._errors import InvalidInput
+
+try:
+    import fcntl
+except ImportError:  # not POSIX (Windows): no sharing, each process keeps its own copy
+    fcntl = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -111,7 +115,7 @@ def usable(directory: str | None = None) -> bool:
 
 
 def _check(directory: str) -> bool:
-    if not sys.platform.startswith("linux"):
+    if not sys.platform.startswith("linux") or fcntl is None:
         return False
     try:
         real = os.path.realpath(directory)
@@ -203,6 +207,7 @@ class SharedLists:
             os.close(fd)
             raise
         self._fd: int | None = fd
+        self._pid = os.getpid()
         _OPEN.add(self)
         sweep(self.directory, self.prefix)
 
@@ -322,6 +327,9 @@ class SharedLists:
         if fd is None:
             return
         _OPEN.discard(self)
+        if os.getpid() != self._pid:  # a forked child: the lock is its parent's (one open file description)
+            os.close(fd)
+            return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

@@ -297,3 +297,14 @@ def test_the_switch_refuses_bad_values(tmp_path: Any, monkeypatch: pytest.Monkey
     assert on.store.ann is off.store.ann and on.store.ann.shared is None  # one store asking off: off for the file
     on.close()
     off.close()
+
+
+def test_a_forked_child_closing_leaves_its_parents_segments(lists: Any) -> None:
+    shared, (rids, codes, rows) = lists
+    shared.publish("t1", 3, 17, rids, codes, rows)
+    pid = os.fork()
+    if pid == 0:  # the child shares the parent's lock (one open file description): closing must not purge
+        shared.close()
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert shared.attach("t1", 3, 17, rids.tobytes(), 64) is not None
