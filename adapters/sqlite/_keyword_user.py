@@ -75,35 +75,27 @@ K1, B = 1.2, 0.75  # FTS5's bm25() constants (fts5_aux.c)
 
 @dataclass
 class UserWords:
-    """One user's records at generation ``gen`` (a timeline's), by position: each token's postings and lengths."""
+    """One user's records at generation ``gen`` (a timeline's), by position: each token's postings and lengths.
+
+    ``weights`` is each posting's BM25 term as ``bm25()`` computes it when the file's FTS5 rows are exactly these
+    records (its statistics are then the index's own: ``N`` records, ``tokens + N`` tokens with the tenant's).
+    """
 
     gen: int
     rids: I64  # rid by position (the timeline's order)
-    terms: dict[str, tuple[int, int]]  # token -> its slice of docs/tf
+    terms: dict[str, tuple[int, int]]  # token -> its slice of docs/weights
     docs: I32  # positions holding each token, token after token, ascending within one
-    tf: F64  # occurrences in the body, beside docs
+    weights: F64  # beside docs: idf * (tf * (k1 + 1)) / (tf + k1 * (1 - b + b * D / avgdl)), FTS5's operations
     lengths: I64  # tokens of each record's body (FTS5's docsize, body column)
     tokens: int  # all the bodies' tokens
     nbytes: int
-    # (avgdl, k1 * (1 - b + b * D / avgdl) by position, D = body + tenant tokens): the last one computed
-    norm: tuple[float, F64] | None = field(default=None, compare=False)
 
     def postings(self, token: str) -> tuple[I32, F64]:
-        """The positions holding ``token`` (ascending) and how often each holds it."""
+        """The positions holding ``token`` (ascending) and its BM25 term in each."""
         span = self.terms.get(token)
         if span is None:
-            return self.docs[:0], self.tf[:0]
-        return self.docs[span[0] : span[1]], self.tf[span[0] : span[1]]
-
-    def norms(self, avgdl: float) -> F64:
-        """BM25's length term of every record, as FTS5 computes it (``D``: body tokens + the tenant token)."""
-        have = self.norm
-        if have is not None and have[0] == avgdl:
-            return have[1]
-        d = (self.lengths + 1).astype(np.float64)
-        out = K1 * ((1 - B) + B * d / avgdl)
-        self.norm = (avgdl, out)
-        return out
+            return self.docs[:0], self.weights[:0]
+        return self.docs[span[0] : span[1]], self.weights[span[0] : span[1]]
 
 
 def build(conn: Conn, line: Timeline) -> UserWords:
@@ -127,6 +119,7 @@ def build(conn: Conn, line: Timeline) -> UserWords:
     order = np.lexsort((every, term_of))
     every, term_of = every[order], term_of[order]
     lengths = np.bincount(every, minlength=n).astype(np.int64) if len(every) else np.zeros(n, dtype=np.int64)
+    tokens = int(lengths.sum())
     if len(every):
         new = np.concatenate(([True], (every[1:] != every[:-1]) | (term_of[1:] != term_of[:-1])))
         starts = np.flatnonzero(new)
@@ -136,11 +129,19 @@ def build(conn: Conn, line: Timeline) -> UserWords:
     else:
         docs, tf, first = np.zeros(0, dtype=np.int32), np.zeros(0), np.zeros(1, dtype=np.int64)
     bounds = first.tolist()
+    # FTS5's statistics of a file holding exactly these records: N rows, the bodies' tokens + one tenant token each.
+    avgdl = (tokens + n) / n if n else 1.0
+    d = (lengths + 1).astype(np.float64)
+    norm = K1 * ((1 - B) + B * d / avgdl)  # fts5_aux.c: k1 * (1 - b + b * D / avgdl)
+    per = np.diff(first)
+    idf = np.repeat(np.array([fts5_idf(int(c), n) for c in per.tolist()], dtype=np.float64), per)
+    # fts5_aux.c: aIDF[i] * ((aFreq[i] * (k1 + 1.0)) / (aFreq[i] + k1 * (...))), float64 as in C
+    weights = idf * ((tf * (K1 + 1.0)) / (tf + norm[docs]))
     terms = {name: (bounds[i], bounds[i + 1]) for i, name in enumerate(names)}
     rids = np.asarray(line.rids, dtype=np.int64)
-    nbytes = int(docs.nbytes + tf.nbytes + lengths.nbytes + rids.nbytes + 8 * n + 120 * len(terms))
+    nbytes = int(docs.nbytes + weights.nbytes + lengths.nbytes + rids.nbytes + 8 * n + 120 * len(terms))
     nbytes += sum(map(len, names))
-    return UserWords(line.gen, rids, terms, docs, tf, lengths, int(lengths.sum()), nbytes)
+    return UserWords(line.gen, rids, terms, docs, weights, lengths, tokens, nbytes)
 
 
 @dataclass
@@ -228,35 +229,47 @@ def file_ranking(
         return None
     averages = varints(bytes(row[0]))
     n = len(index.rids)
-    # The file's rows and tokens (body + tenant) are the index's records' exactly: then every count is the file's.
+    # The file's rows and tokens (body + tenant) are the index's records' exactly: then every count, the IDFs and
+    # the average length (hence the weights) are the file's.
     if not n or averages[0] != n or sum(averages[1:]) != index.tokens + n:
         return None
-    avgdl = sum(averages[1:]) / n
-    norm = index.norms(avgdl)
-    score = np.zeros(n, dtype=np.float64)
-    mark = np.zeros(n, dtype=bool)
-    for token in tokens:
-        assert token is not None
-        docs, tf = index.postings(token)
-        if not len(docs):
-            continue
-        idf = fts5_idf(len(docs), n)
-        # fts5_aux.c: score += aIDF[i] * ((aFreq[i] * (k1 + 1.0)) / (aFreq[i] + k1 * (1 - b + b * D / avgdl)))
-        score[docs] += idf * ((tf * (K1 + 1.0)) / (tf + norm[docs]))
-        mark[docs] = True
-    at = np.flatnonzero(mark)
-    if not len(at):
+    found = [index.postings(token) for token in tokens if token is not None]
+    found = [(docs, weights) for docs, weights in found if len(docs)]
+    if not found:
         return []
-    bm25 = -1.0 * score[at]
+    at: npt.NDArray[Any]
+    if len(found) == 1:
+        at, score = found[0]
+    else:
+        dense, mark = _scratch(n)
+        for docs, weights in found:
+            dense[docs] += weights  # phrase after phrase, as bm25() sums them (adding 0.0 where one is absent)
+            mark[docs] = True
+        at = np.flatnonzero(mark)
+        score = dense[at]
+        dense[at] = 0.0  # this thread's buffers, zero again for the next search
+        mark[at] = False
+    bm25 = -1.0 * score
     rids = index.rids[at]
     if len(at) > inner:
         # The inner best by (bm25, rowid), as SQLite's ORDER BY ... LIMIT keeps them (ties: the first rows FTS5
-        # returned, in rowid order); argpartition first, then an exact sort of the few.
+        # returned, in rowid order); a partition first, then an exact sort of the few.
         cut = np.partition(bm25, inner - 1)[inner - 1]
         keep = np.flatnonzero(bm25 <= cut)
         bm25, rids = bm25[keep], rids[keep]
     order = np.lexsort((rids, bm25))[:inner]
     return list(zip(rids[order].tolist(), bm25[order].tolist(), strict=True))
+
+
+_SCRATCH = threading.local()
+
+
+def _scratch(n: int) -> tuple[F64, npt.NDArray[np.bool_]]:
+    """This thread's score and mark buffers of at least ``n`` items, all zero (callers zero what they set)."""
+    have = getattr(_SCRATCH, "buffers", None)
+    if have is None or len(have[0]) < n:
+        have = _SCRATCH.buffers = (np.zeros(n + n // 4, dtype=np.float64), np.zeros(n + n // 4, dtype=bool))
+    return have[0][:n], have[1][:n]
 
 
 def user_lists(index: UserWords, tokens: Sequence[str | None]) -> list[list[int]] | None:
