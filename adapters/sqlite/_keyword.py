@@ -11,7 +11,7 @@ import functools
 import heapq
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,7 @@ from memoryport.storekit import chunks
 from . import _keyword_large
 from ._fts import like_patterns, match_expression
 from ._keyword_large import WordLists, fts5_idf, large_bm25
-from ._keyword_user import body_lengths, file_ranking, user_lists
+from ._keyword_user import body_lengths, file_ranking, user_lists, user_order
 from ._rows import Cond, Conn, filter_sql, scope_sql, slot_span, tenant_token
 from ._timeline import Timeline
 from ._where import Where, where_sql
@@ -110,7 +110,10 @@ def keyword_ranking(
             lists = None if index is None or tokens is None else user_lists(index, tokens)
             if lists is not None and line is not None and index is not None:
                 lengths = functools.partial(body_lengths, index, at=line.at)
-                return bm25_per_user(conn, terms, span, mine, limit, check, idf, lists=lists, lengths=lengths)
+                order = functools.partial(user_order, index, lists)
+                return bm25_per_user(
+                    conn, terms, span, mine, limit, check, idf, lists=lists, order=order, lengths=lengths
+                )
             sizes = None if line is None else line.sizes
             hits = bm25_per_user(conn, terms, span, mine, limit, check, idf, sizes)
             if users is not None and line is not None:
@@ -368,7 +371,8 @@ def bm25_per_user(
     idf: dict[str, float] | None = None,
     known: dict[int, int] | None = None,
     *,
-    lists: Sequence[list[int]] | None = None,
+    lists: Sequence[Sized] | None = None,
+    order: Callable[[Sequence[float], int | None], tuple[Any, Any, int]] | None = None,
     lengths: Callable[[list[int]], dict[int, int]] | None = None,
 ) -> list[tuple[int, float]]:
     """BM25 over the user's own records, for a user among many in the file.
@@ -380,14 +384,30 @@ def bm25_per_user(
     to occur once per record (short memories). ``idf``: filled with each found word's IDF.
     ``known``: rid -> words in its text, kept from earlier searches (valid while the texts
     are unchanged: a timeline's); only the others are read, and then kept there.
-    ``lists``: each term's records (rids), already found (``_keyword_user.user_lists``: the same), and
-    ``lengths``: rids -> words in their texts, as FTS5's docsize (``_keyword_user.body_lengths``).
+    From the user's words in RAM instead (``_keyword_user.py``, the same records and numbers):
+    ``lists``, each term's records; ``order(weights, head)``, the records holding any term best
+    first by summed weight (then rid), as (rids, sums, how many in all), the first ``head`` or all; ``lengths``:
+    rids -> words in their texts (FTS5's docsize).
     """
-    words: dict[int, float] = {}
-    for i, term in enumerate(terms):
-        if lists is not None:
-            rids = lists[i]
-        else:
+    window = 2 * limit + 16
+    total: int
+    full: Callable[[], list[tuple[int, float]]]
+    if lists is not None and order is not None:
+        weights = [ranking.bm25_idf(len(found), n_user) for found in lists]
+        if idf is not None:
+            idf.update((term, weight) for term, found, weight in zip(terms, lists, weights, strict=True) if len(found))
+        head_rids, head_sums, total = order(weights, window)
+        if not total:
+            return []
+        by_idf = list(zip(head_rids.tolist(), head_sums.tolist(), strict=True))
+
+        def full() -> list[tuple[int, float]]:
+            every_rids, every_sums, _ = order(weights, None)
+            return list(zip(every_rids.tolist(), every_sums.tolist(), strict=True))
+
+    else:
+        words: dict[int, float] = {}
+        for term in terms:
             phrase = '"' + term.replace('"', '""') + '"'
             found = conn.execute(
                 "SELECT json_group_array(rowid - ?) FROM records_fts WHERE records_fts MATCH ? "
@@ -395,16 +415,20 @@ def bm25_per_user(
                 (span.base, span.term(phrase), span.lo, span.hi),
             ).fetchone()
             rids = json.loads(found[0]) if found and found[0] else []
-        weight = ranking.bm25_idf(len(rids), n_user)
-        if idf is not None and rids:
-            idf[term] = weight
-        for rid in rids:
-            words[rid] = words.get(rid, 0.0) + weight
-    if not words:
-        return []
-    window = 2 * limit + 16
-    # The best few by summed IDF first; sorting every candidate only if rows fail the checks.
-    by_idf = heapq.nlargest(window, words.items(), key=lambda kv: (kv[1], -kv[0]))
+            weight = ranking.bm25_idf(len(rids), n_user)
+            if idf is not None and rids:
+                idf[term] = weight
+            for rid in rids:
+                words[rid] = words.get(rid, 0.0) + weight
+        if not words:
+            return []
+        # The best few by summed IDF first; sorting every candidate only if rows fail the checks.
+        by_idf = heapq.nlargest(window, words.items(), key=lambda kv: (kv[1], -kv[0]))
+        total = len(words)
+
+        def full() -> list[tuple[int, float]]:
+            return sorted(words.items(), key=lambda kv: (-kv[1], kv[0]))
+
     done = 0
     hits: list[tuple[int, float]] = []
     while True:
@@ -424,10 +448,10 @@ def bm25_per_user(
                 sizes.update(read)
         avg = sum(sizes.values()) / len(sizes) if sizes else 1.0
         hits.extend((rid, idf * ranking.bm25_length_factor(sizes.get(rid, 1), avg)) for rid, idf in part)
-        if len(hits) >= limit or done >= len(words):
+        if len(hits) >= limit or done >= total:
             break
-        if len(by_idf) < len(words):
-            by_idf = sorted(words.items(), key=lambda kv: (-kv[1], kv[0]))
+        if len(by_idf) < total:
+            by_idf = full()
         window *= 8
     hits.sort(key=lambda kv: (-kv[1], kv[0]))
     return hits[:limit]

@@ -272,16 +272,42 @@ def _scratch(n: int) -> tuple[F64, npt.NDArray[np.bool_]]:
     return have[0][:n], have[1][:n]
 
 
-def user_lists(index: UserWords, tokens: Sequence[str | None]) -> list[list[int]] | None:
-    """Each phrase's records (rids, ascending) among the user's, for the per-user BM25; None if a phrase is not
-    one token."""
-    out: list[list[int]] = []
+def user_lists(index: UserWords, tokens: Sequence[str | None]) -> list[I32] | None:
+    """Each phrase's records (positions, ascending) among the user's, for the per-user BM25; None if a phrase is
+    not one token."""
+    out: list[I32] = []
     for token in tokens:
         if token is None:
             return None
-        docs, _ = index.postings(token)
-        out.append(np.sort(index.rids[docs]).tolist())
+        out.append(index.postings(token)[0])
     return out
+
+
+def user_order(
+    index: UserWords, lists: Sequence[I32], weights: Sequence[float], head: int | None
+) -> tuple[I64, F64, int]:
+    """The records holding any phrase, best first by (summed weights of their phrases, -rid), as (rids, sums, how
+    many in all): the first ``head`` of them (None: all). Sums are float64 additions phrase after phrase from 0.0,
+    as Python's."""
+    dense, mark = _scratch(len(index.rids))
+    for docs, weight in zip(lists, weights, strict=True):
+        if len(docs):
+            dense[docs] += weight
+            mark[docs] = True
+    at = np.flatnonzero(mark)
+    sums = dense[at]
+    dense[at] = 0.0
+    mark[at] = False
+    rids = index.rids[at]
+    count = len(at)
+    if head is not None and count > head:
+        cut = np.partition(sums, len(sums) - head)[len(sums) - head]
+        keep = np.flatnonzero(sums >= cut)
+        sums, rids = sums[keep], rids[keep]
+    order = np.lexsort((rids, -sums))
+    if head is not None:
+        order = order[:head]
+    return rids[order], sums[order], count
 
 
 def body_lengths(index: UserWords, rids: Sequence[int], at: dict[int, int]) -> dict[int, int]:

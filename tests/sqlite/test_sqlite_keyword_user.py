@@ -105,7 +105,10 @@ def test_a_user_alone_ranks_as_fts5_bm25(db_path: str, driver: str, buy_now: Non
 def test_a_user_among_others_ranks_as_its_per_user_bm25(db_path: str, driver: str, buy_now: None) -> None:
     memory = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
     rng = random.Random(3)
-    records = [MemoryRecord(scope=ANN, text=t) for t in corpus(150, 3)]
+    records = [
+        MemoryRecord(scope=MemoryScope(user_id="ann", session_id=f"s{i % 5}"), text=t)
+        for i, t in enumerate(corpus(150, 3))
+    ]
     records += [MemoryRecord(scope=MemoryScope(user_id=f"u{i % 3}"), text=t) for i, t in enumerate(corpus(300, 4))]
     rng.shuffle(records)
     memory.add_sync(records)
@@ -120,6 +123,7 @@ def test_a_user_among_others_ranks_as_its_per_user_bm25(db_path: str, driver: st
         patch.setattr(_keyword, "user_lists", spy)
         same(memory, ANN, 5)
         same(memory, MemoryScope(user_id="u1"), 6)
+        same(memory, MemoryScope(user_id="ann", session_id="s2"), 7, n=6)  # most candidates fail: all are sorted
     assert ran and all(r is not None for r in ran)
     memory.close()
 
