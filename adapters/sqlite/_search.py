@@ -26,7 +26,7 @@ from . import _ann
 from ._keyword import keyword_ranking
 from ._rows import COLUMNS, Cond, Conn, built, dt, filter_sql, record_from_row, scope_sql, tenant_token, us
 from ._timeline import Timeline, sides_in
-from ._vectors import F32, INLINE_VECTORS, NotCached
+from ._vectors import F32, INLINE_VECTORS, SPLIT_FROM, NotCached, Ranking
 
 if TYPE_CHECKING:
     from ._store import SQLiteStore
@@ -149,28 +149,31 @@ def _hybrid(
     The steps overlap: the matrix product (numpy, GIL released) runs on a
     numpy thread beside the FTS5 query and the keyword candidates' neighbour
     lookup (SQLite, GIL released); only the neighbours of candidates found by
-    vectors alone wait for it. Each candidate's neighbours come from its own
+    vectors alone wait for it. A large product (``SPLIT_FROM`` floats) runs in
+    two parts, one per numpy thread (or, when the vector comes after the
+    keyword half, one here), with the same scores to the bit. Each candidate's neighbours come from its own
     lookup, so splitting them in two changes nothing. Everything reads this
     transaction's snapshot: the vector job's inputs are read on this thread.
     """
     pool = limit * ranking.PREVIOUS_POOL if store.previous_weight else limit
     if qvec is None and pending is not None and pending.done():
         qvec, pending = pending.result(), None
-    job = None if qvec is None else store.numpy.submit(vector_job(store, conn, qvec, scope, pool, filters, now))
+    job = None if qvec is None else _started(store, vector_job(store, conn, qvec, scope, pool, filters, now))
     idf: dict[str, float] | None = {} if _keys_on(store) else None
     keyword = keyword_ranking(conn, store.keyword_index, query, scope, limit, filters, now, idf, line, store.ann.words)
     # When the embedder failed, the keyword ranking stands alone; keyword search looks up fewer
     # neighbours (links among its own matches only), but every candidate's full list gives the same ranking.
     near = _near(store, conn, [rid for rid, _ in keyword], filters, now, times, line=line)
     if job is not None and qvec is not None:
-        vector = job.result()
+        vector = job()
     else:
         qvec = None if pending is None else pending.result()  # embedded in the meantime
         if qvec is None:
             if idf:
                 keyword = _context(store, keyword, near, times, idf, admit=False, line=line)
             return list(ranking.normalise(keyword).items()), near, "keyword"
-        vector = vector_job(store, conn, qvec, scope, pool, filters, now)()  # nothing left to run beside it
+        # Nothing left to run beside it: a large product runs in two parts, here and on a numpy thread.
+        vector = _split(store, vector_job(store, conn, qvec, scope, pool, filters, now))
     words = {rid for rid, _ in keyword}
     if store.min_similarity > 0:
         # A candidate found by vectors alone must be similar enough in absolute terms: min-max
@@ -196,6 +199,38 @@ def _hybrid(
     scored = ranking.fuse(keyword, vector)
     near.update(_near(store, conn, [rid for rid, _ in scored if rid not in near], filters, now, times, line=line))
     return scored, near, "hybrid"
+
+
+def _started(
+    store: SQLiteStore, work: Callable[[], list[tuple[int, float]]]
+) -> Callable[[], list[tuple[int, float]]]:
+    """``work`` (a vector ranking) started on the numpy threads; the call returned waits for it, on the caller's
+    thread. A large product (:data:`~._vectors.SPLIT_FROM`) goes in two parts, one per thread, and the
+    ranking of its scores runs on the caller's thread once both are done."""
+    parts = work.products(2) if isinstance(work, Ranking) and work.size >= SPLIT_FROM else []
+    if not parts:
+        return store.numpy.submit(work).result
+    futures = [store.numpy.submit(part) for part in parts]
+
+    def finish() -> list[tuple[int, float]]:
+        for future in futures:
+            future.result()
+        return work()
+
+    return finish
+
+
+def _split(store: SQLiteStore, work: Callable[[], list[tuple[int, float]]]) -> list[tuple[int, float]]:
+    """``work`` run now: a large product in two parts, one on a numpy thread and one on this thread."""
+    parts = work.products(2) if isinstance(work, Ranking) and work.size >= SPLIT_FROM else []
+    if not parts:
+        return work()
+    future = store.numpy.submit(parts[0])
+    try:
+        parts[1]()
+    finally:
+        future.result()
+    return work()
 
 
 def _keys_on(store: SQLiteStore) -> bool:

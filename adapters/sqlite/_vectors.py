@@ -39,6 +39,8 @@ __all__ = [
     "Block",
     "NotCached",
     "Patch",
+    "Ranking",
+    "SPLIT_FROM",
     "VectorCache",
     "attach",
     "detach",
@@ -72,6 +74,73 @@ def normalise(matrix: F32) -> F32:
 
 
 embed = embed_unit  # the core's: a batch as unit-length float32 rows, failures as EmbeddingError
+
+
+#: From this many floats (rows x dimension) a hybrid search splits the product in two parts, one per
+#: numpy thread, beside its keyword half (``_search._hybrid``); below, one part (at 10k x 384-d the
+#: product takes ~1.5 ms, no longer than the keyword half). At and above ``_BLAS_FROM`` BLAS has threads.
+SPLIT_FROM = 8_000_000
+
+
+class Ranking:
+    """The pure numpy rest of a vector ranking (:meth:`VectorCache.ranking_job`): call it for the best ``limit``.
+
+    Or run its :meth:`products` first, each on any thread (they fill the scores, rows apart),
+    then call it: the same scores to the bit (each row's product is its own sum, whatever the
+    rows around it), so the same ranking.
+
+    Example:
+        >>> import numpy as np
+        >>> m = np.eye(3, dtype=np.float32)
+        >>> job = Ranking(np.arange(3), m, np.full(3, 2**62), m[1], 2, 0, None)
+        >>> [part() for part in job.products(2)] and job()
+        [(1, 1.0), (0, 0.0)]
+    """
+
+    def __init__(self, rids: I64, matrix: F32, expires: I64, qvec: F32, limit: int, now: int, allowed: I64 | None):
+        self.rids, self.matrix, self.expires, self.qvec = rids, matrix, expires, qvec
+        self.limit, self.now, self.allowed = limit, now, allowed
+        self.scores: F32 | None = None
+
+    @property
+    def size(self) -> int:
+        """How many floats the product reads."""
+        return int(self.matrix.size)
+
+    def products(self, parts: int) -> list[Callable[[], None]]:
+        """The product split into ``parts`` row ranges (einsum only: below ``_BLAS_FROM``), to run before the call."""
+        rows = len(self.rids)
+        if parts < 2 or rows < parts or self.size >= _BLAS_FROM:
+            return []
+        scores: F32 = np.empty(rows, dtype=np.float32)
+        self.scores = scores
+        bounds = [rows * i // parts for i in range(parts + 1)]
+        matrix, qvec = self.matrix, self.qvec
+
+        def part(start: int, end: int) -> Callable[[], None]:
+            def run() -> None:
+                np.einsum("ij,j->i", matrix[start:end], qvec, out=scores[start:end])
+
+            return run
+
+        return [part(bounds[i], bounds[i + 1]) for i in range(parts)]
+
+    def __call__(self) -> list[tuple[int, float]]:
+        rids, expires, now, allowed = self.rids, self.expires, self.now, self.allowed
+        if not len(rids):
+            return []
+        scores = self.scores if self.scores is not None else dot(self.matrix, self.qvec)
+        dead = expires <= now
+        if allowed is not None:
+            dead |= ~np.isin(rids, allowed)
+        if dead.any():
+            scores = np.where(dead, -np.inf, scores)
+        n = min(self.limit, int((~dead).sum()))
+        if n <= 0:
+            return []
+        top = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else np.arange(len(scores))
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(int(rid), float(score)) for rid, score in zip(rids[top], scores[top], strict=True)]
 
 
 class Block:
@@ -271,7 +340,7 @@ class VectorCache:
         now: int,
         *,
         load: bool = True,
-    ) -> Callable[[], list[tuple[int, float]]]:
+    ) -> Ranking:
         """Read what the vector ranking needs (in this snapshot); return the pure numpy rest.
 
         ``load=False``: only from vectors already in RAM and current (else :class:`NotCached`).
@@ -288,23 +357,7 @@ class VectorCache:
                 dtype=np.int64,
             )
 
-        def rank() -> list[tuple[int, float]]:
-            if not len(rids):
-                return []
-            scores = dot(matrix, qvec)
-            dead = expires <= now
-            if allowed is not None:
-                dead |= ~np.isin(rids, allowed)
-            if dead.any():
-                scores = np.where(dead, -np.inf, scores)
-            n = min(limit, int((~dead).sum()))
-            if n <= 0:
-                return []
-            top = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else np.arange(len(scores))
-            top = top[np.argsort(-scores[top], kind="stable")]
-            return [(int(rid), float(score)) for rid, score in zip(rids[top], scores[top], strict=True)]
-
-        return rank
+        return Ranking(rids, matrix, expires, qvec, limit, now, allowed)
 
     def extend(
         self,

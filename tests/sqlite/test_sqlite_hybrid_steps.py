@@ -411,3 +411,39 @@ def test_cancelled_search_with_a_blocking_embedder_never_leaves_a_worker_waiting
             await memory.aclose()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("slow", [False, True], ids=["vector-first", "vector-late"])
+def test_hybrid_with_the_product_in_two_parts_gives_the_same_hits(
+    db_path: str, driver: str, slow: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every product split in two (SPLIT_FROM lowered): on the numpy threads beside the keyword half (the vector
+    is there first), or here and on a numpy thread (it comes after the keyword half): the reference's hits."""
+    from memoryport.adapters.sqlite import _vectors
+
+    monkeypatch.setattr(_search, "SPLIT_FROM", 0)
+    split: list[int] = []
+    products = _vectors.Ranking.products
+
+    def spy(self: Any, parts: int) -> Any:
+        found = products(self, parts)
+        split.append(len(found))
+        return found
+
+    monkeypatch.setattr(_vectors.Ranking, "products", spy)
+
+    async def later(texts: list[str]) -> Any:
+        await asyncio.sleep(0.003)
+        return _embed(texts)
+
+    embedder = CallableEmbedder(later if slow else _embed, dim=DIM, name="bow")
+    memory: GuardedMemory[SQLiteStore] = SQLiteMemory(db_path, embedder=embedder, driver=driver)
+    try:
+        memory.add_sync(_records(4))
+        store = memory.store
+        for query, scope, filters in list(_cases())[::3]:  # a third of them: under a second
+            hits = memory.search_sync(query, scope=scope, k=10, filters=filters)
+            assert _as_rids(store, hits) == _reference(store, query, _unit(query), scope, 10, filters), (query, scope)
+        assert split and all(n == 2 for n in split)
+    finally:
+        memory.close()

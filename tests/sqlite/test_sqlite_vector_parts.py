@@ -1,0 +1,46 @@
+"""The vector ranking's product in parts (hybrid search at SPLIT_FROM floats): the same scores to the bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memoryport.adapters.sqlite._vectors import Ranking
+
+
+@pytest.mark.parametrize("parts", [2, 3, 7])
+def test_products_in_parts_give_the_same_ranking_as_one_product(parts: int) -> None:
+    rng = np.random.default_rng(parts)
+    for trial in range(40):
+        rows = int(rng.integers(0, 300))
+        dim = int(rng.choice([3, 16, 384]))
+        matrix = rng.standard_normal((rows, dim)).astype(np.float32)
+        if rows > 4:
+            matrix[1] = matrix[0]  # a tie
+            matrix[3] = matrix[2]
+        rids = rng.permutation(10 * rows + 1)[:rows].astype(np.int64)
+        expires = np.where(rng.random(rows) < 0.2, 50, 2**62).astype(np.int64)
+        allowed = rids[rng.random(rows) < 0.7] if trial % 3 == 0 else None
+        qvec = rng.standard_normal(dim).astype(np.float32)
+        limit = int(rng.choice([1, 10, 50, 1000]))
+        whole = Ranking(rids, matrix, expires, qvec, limit, 100, allowed)
+        split = Ranking(rids, matrix, expires, qvec, limit, 100, allowed)
+        jobs = split.products(parts)
+        assert len(jobs) == (parts if rows >= parts else 0)
+        for job in reversed(jobs):  # any order, any thread
+            job()
+        if jobs:
+            assert split.scores is not None
+            assert split.scores.tobytes() == np.einsum("ij,j->i", matrix, qvec).tobytes()
+        assert split() == whole(), trial
+
+
+def test_no_parts_for_one_part_or_a_blas_sized_matrix(monkeypatch: pytest.MonkeyPatch) -> None:
+    from memoryport.adapters.sqlite import _vectors
+
+    matrix = np.ones((10, 4), dtype=np.float32)
+    job = Ranking(np.arange(10), matrix, np.full(10, 2**62), matrix[0], 3, 0, None)
+    assert job.products(1) == []
+    monkeypatch.setattr(_vectors, "_BLAS_FROM", 40)  # BLAS has threads of its own
+    assert job.products(2) == []
+    assert job() == [(0, 4.0), (1, 4.0), (2, 4.0)]
