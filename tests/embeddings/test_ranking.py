@@ -157,7 +157,7 @@ def test_within_reach_with_a_bound_per_key_gives_the_same_k_best() -> None:
 
     rng = random.Random(11)
     cut = 0
-    for trial in range(2000):
+    for trial in range(1000):
         n = rng.randint(0, 40)
         levels = [0.0, 0.1, 0.25, 0.5, 0.7, 1.0, 1.3]
         scored = sorted(((i, rng.choice(levels)) for i in range(n)), key=lambda kv: -kv[1])
@@ -178,7 +178,7 @@ def test_within_reach_with_a_bound_per_key_gives_the_same_k_best() -> None:
         assert len(head) >= min(k, n)
         assert _lifted(head, parts)[:k] == _lifted(scored, parts)[:k], trial
         cut += len(head) < len(within_reach(scored, k, lift))
-    assert cut > 100  # the bounds do cut more than the uniform lift
+    assert cut > 50  # the bounds do cut more than the uniform lift
 
 
 def test_session_boost_on_the_head_gives_the_same_k_best() -> None:
@@ -192,7 +192,7 @@ def test_session_boost_on_the_head_gives_the_same_k_best() -> None:
     rng = random.Random(3)
     shorter = 0
     gap = 1800.0
-    for trial in range(1500):
+    for trial in range(800):
         n = rng.randint(0, 30)
         levels = [0.0, 0.05, 0.1, 0.3, 0.5, 0.7, 1.0]
         scored = sorted(((i, rng.choice(levels)) for i in range(n)), key=lambda kv: -kv[1])
@@ -211,7 +211,7 @@ def test_session_boost_on_the_head_gives_the_same_k_best() -> None:
         assert len(head) >= min(k, n)
         assert _lifted(head, parts)[:k] == _lifted(full, parts)[:k], trial
         shorter += len(head) < len(full)
-    assert shorter > 100
+    assert shorter > 50
 
 
 def test_session_boost_on_the_head_looks_at_every_candidate_when_one_left_out_may_join_two_sessions() -> None:
