@@ -473,10 +473,12 @@ def placed(
     ``times``: what the neighbour lookup already read (see :data:`Times`); only the rest is read here,
     from ``line`` (the user's records in RAM, current in this snapshot) when it holds them.
     ``k``: only the ``k`` best are wanted. The steps after the session step add at most their weight
-    to a candidate, whatever the others get, so they run only on the head of the ranking that can still
-    reach the ``k`` best (:func:`ranking.within_reach`); the ``k`` best come out the same as with every
-    candidate (``tests/sqlite/test_sqlite_hybrid_steps.py`` compares). A step without such a bound
-    (the session step: a candidate's lift depends on the others in its session) runs on all of them.
+    to a candidate (less for most: see :func:`_lifts`), whatever the others get, so they run only on
+    the head of the ranking that can still reach the ``k`` best (:func:`ranking.within_reach` with a
+    bound per candidate); the session step, whose lift depends on the others in a session, runs on
+    the head that bounds on it allow unless a candidate left out could chain two of the head's sessions
+    (:func:`ranking.session_boost` with ``k``). The ``k`` best come out the same as with every
+    candidate (``tests/sqlite/test_sqlite_hybrid_steps.py`` compares).
     """
     span = ranking.query_dates(query) if store.date_weight else None
     if (
