@@ -22,7 +22,7 @@ from memoryport.storekit import chunks
 from . import _keyword_large
 from ._fts import like_patterns, match_expression
 from ._keyword_large import WordLists, fts5_idf, large_bm25
-from ._keyword_user import body_lengths, file_ranking, user_lists, user_order
+from ._keyword_user import file_ranking, per_user_ranking, user_lists
 from ._rows import Cond, Conn, filter_sql, scope_sql, slot_span, tenant_token
 from ._timeline import Timeline
 from ._where import Where, where_sql
@@ -109,11 +109,8 @@ def keyword_ranking(
         if 2 * mine < total:
             lists = None if index is None or tokens is None else user_lists(index, tokens)
             if lists is not None and line is not None and index is not None:
-                lengths = functools.partial(body_lengths, index, at=line.at)
-                order = functools.partial(user_order, index, lists)
-                return bm25_per_user(
-                    conn, terms, span, mine, limit, check, idf, lists=lists, order=order, lengths=lengths
-                )
+                rank = functools.partial(per_user_ranking, index, lists, limit=limit, check=check)
+                return bm25_per_user(conn, terms, span, mine, limit, check, idf, lists=lists, rank=rank)
             sizes = None if line is None else line.sizes
             hits = bm25_per_user(conn, terms, span, mine, limit, check, idf, sizes)
             if users is not None and line is not None:
@@ -372,8 +369,7 @@ def bm25_per_user(
     known: dict[int, int] | None = None,
     *,
     lists: Sequence[Sized] | None = None,
-    order: Callable[[Sequence[float], int | None], tuple[Any, Any, int]] | None = None,
-    lengths: Callable[[list[int]], dict[int, int]] | None = None,
+    rank: Callable[[Sequence[float]], list[tuple[int, float]]] | None = None,
 ) -> list[tuple[int, float]]:
     """BM25 over the user's own records, for a user among many in the file.
 
@@ -385,50 +381,32 @@ def bm25_per_user(
     ``known``: rid -> words in its text, kept from earlier searches (valid while the texts
     are unchanged: a timeline's); only the others are read, and then kept there.
     From the user's words in RAM instead (``_keyword_user.py``, the same records and numbers):
-    ``lists``, each term's records; ``order(weights, head)``, the records holding any term best
-    first by summed weight (then rid), as (rids, sums, how many in all), the first ``head`` or all; ``lengths``:
-    rids -> words in their texts (FTS5's docsize).
+    ``lists``, each term's records, and ``rank(weights)``, the ranking below given each term's
+    IDF (``_keyword_user.per_user_ranking``).
     """
     window = 2 * limit + 16
-    total: int
-    full: Callable[[], list[tuple[int, float]]]
-    if lists is not None and order is not None:
+    if lists is not None and rank is not None:
         weights = [ranking.bm25_idf(len(found), n_user) for found in lists]
         if idf is not None:
             idf.update((term, weight) for term, found, weight in zip(terms, lists, weights, strict=True) if len(found))
-        head_rids, head_sums, total = order(weights, window)
-        if not total:
-            return []
-        by_idf = list(zip(head_rids.tolist(), head_sums.tolist(), strict=True))
-
-        def full() -> list[tuple[int, float]]:
-            every_rids, every_sums, _ = order(weights, None)
-            return list(zip(every_rids.tolist(), every_sums.tolist(), strict=True))
-
-    else:
-        words: dict[int, float] = {}
-        for term in terms:
-            phrase = '"' + term.replace('"', '""') + '"'
-            found = conn.execute(
-                "SELECT json_group_array(rowid - ?) FROM records_fts WHERE records_fts MATCH ? "
-                "AND rowid BETWEEN ? AND ?",
-                (span.base, span.term(phrase), span.lo, span.hi),
-            ).fetchone()
-            rids = json.loads(found[0]) if found and found[0] else []
-            weight = ranking.bm25_idf(len(rids), n_user)
-            if idf is not None and rids:
-                idf[term] = weight
-            for rid in rids:
-                words[rid] = words.get(rid, 0.0) + weight
-        if not words:
-            return []
-        # The best few by summed IDF first; sorting every candidate only if rows fail the checks.
-        by_idf = heapq.nlargest(window, words.items(), key=lambda kv: (kv[1], -kv[0]))
-        total = len(words)
-
-        def full() -> list[tuple[int, float]]:
-            return sorted(words.items(), key=lambda kv: (-kv[1], kv[0]))
-
+        return rank(weights)
+    words: dict[int, float] = {}
+    for term in terms:
+        phrase = '"' + term.replace('"', '""') + '"'
+        found = conn.execute(
+            "SELECT json_group_array(rowid - ?) FROM records_fts WHERE records_fts MATCH ? AND rowid BETWEEN ? AND ?",
+            (span.base, span.term(phrase), span.lo, span.hi),
+        ).fetchone()
+        rids = json.loads(found[0]) if found and found[0] else []
+        weight = ranking.bm25_idf(len(rids), n_user)
+        if idf is not None and rids:
+            idf[term] = weight
+        for rid in rids:
+            words[rid] = words.get(rid, 0.0) + weight
+    if not words:
+        return []
+    # The best few by summed IDF first; sorting every candidate only if rows fail the checks.
+    by_idf = heapq.nlargest(window, words.items(), key=lambda kv: (kv[1], -kv[0]))
     done = 0
     hits: list[tuple[int, float]] = []
     while True:
@@ -436,9 +414,7 @@ def bm25_per_user(
         done += len(part)
         keep = check([rid for rid, _ in part])
         part = [(rid, idf) for rid, idf in part if rid in keep]
-        if lengths is not None:
-            sizes = lengths([rid for rid, _ in part])
-        elif known is None:
+        if known is None:
             sizes = doc_sizes(conn, [rid for rid, _ in part], span.base)
         else:
             sizes = {rid: known[rid] for rid, _ in part if rid in known}
@@ -448,10 +424,10 @@ def bm25_per_user(
                 sizes.update(read)
         avg = sum(sizes.values()) / len(sizes) if sizes else 1.0
         hits.extend((rid, idf * ranking.bm25_length_factor(sizes.get(rid, 1), avg)) for rid, idf in part)
-        if len(hits) >= limit or done >= total:
+        if len(hits) >= limit or done >= len(words):
             break
-        if len(by_idf) < total:
-            by_idf = full()
+        if len(by_idf) < len(words):
+            by_idf = sorted(words.items(), key=lambda kv: (-kv[1], kv[0]))
         window *= 8
     hits.sort(key=lambda kv: (-kv[1], kv[0]))
     return hits[:limit]

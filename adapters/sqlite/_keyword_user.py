@@ -37,11 +37,13 @@ import importlib
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from memoryport import ranking
 
 from ._keyword_large import TOKENIZE, fts5_idf, tokens, varints
 from ._rows import Conn
@@ -57,7 +59,17 @@ if TYPE_CHECKING:
 else:
     F64 = I32 = I64 = Any
 
-__all__ = ["BUY", "USER_BYTES", "UserIndexes", "UserWords", "build", "file_ranking", "user_lists"]
+__all__ = [
+    "BUY",
+    "USER_BYTES",
+    "UserIndexes",
+    "UserWords",
+    "build",
+    "file_ranking",
+    "per_user_ranking",
+    "user_lists",
+    "user_order",
+]
 
 #: A user is indexed once its searches through FTS5 at one generation cost this share of indexing it.
 BUY = 0.5
@@ -285,10 +297,10 @@ def user_lists(index: UserWords, tokens: Sequence[str | None]) -> list[I32] | No
 
 def user_order(
     index: UserWords, lists: Sequence[I32], weights: Sequence[float], head: int | None
-) -> tuple[I64, F64, int]:
-    """The records holding any phrase, best first by (summed weights of their phrases, -rid), as (rids, sums, how
-    many in all): the first ``head`` of them (None: all). Sums are float64 additions phrase after phrase from 0.0,
-    as Python's."""
+) -> tuple[I64, F64, I64, int]:
+    """The records holding any phrase, best first by (summed weights of their phrases, -rid), as (rids, sums,
+    positions, how many in all): the first ``head`` of them (None: all). Sums are float64 additions phrase after
+    phrase from 0.0, as Python's."""
     dense, mark = _scratch(len(index.rids))
     for docs, weight in zip(lists, weights, strict=True):
         if len(docs):
@@ -298,19 +310,58 @@ def user_order(
     sums = dense[at]
     dense[at] = 0.0
     mark[at] = False
-    rids = index.rids[at]
     count = len(at)
     if head is not None and count > head:
-        cut = np.partition(sums, len(sums) - head)[len(sums) - head]
+        cut = np.partition(sums, count - head)[count - head]
         keep = np.flatnonzero(sums >= cut)
-        sums, rids = sums[keep], rids[keep]
+        sums, at = sums[keep], at[keep]
+    rids = index.rids[at]
     order = np.lexsort((rids, -sums))
     if head is not None:
         order = order[:head]
-    return rids[order], sums[order], count
+    return rids[order], sums[order], at[order], count
 
 
-def body_lengths(index: UserWords, rids: Sequence[int], at: dict[int, int]) -> dict[int, int]:
-    """Tokens in the body of each of ``rids`` (FTS5's docsize, first column); ``at``: rid -> position."""
-    lengths = index.lengths
-    return {rid: int(lengths[at[rid]]) for rid in rids if rid in at}
+def per_user_ranking(
+    index: UserWords,
+    lists: Sequence[I32],
+    weights: Sequence[float],
+    *,
+    limit: int,
+    check: Callable[[Sequence[int]], set[int]],
+) -> list[tuple[int, float]]:
+    """``_keyword.bm25_per_user``'s ranking (the same hits and float64 scores) from the index: the candidates
+    best first by summed IDF ``weights`` of the phrases they hold, checked a window at a time, each scored
+    ``sum * ranking.bm25_length_factor(words, mean words of the window's records that pass)``."""
+    window = 2 * limit + 16
+    rids, sums, pos, total = user_order(index, lists, weights, window)
+    if not total:
+        return []
+    done = 0
+    found: list[tuple[I64, F64]] = []
+    count = 0
+    while True:
+        part = slice(done, done + window)
+        part_rids, part_sums, part_pos = rids[part], sums[part], pos[part]
+        done += len(part_rids)
+        listed = part_rids.tolist()
+        keep = check(listed)
+        passed = np.fromiter((rid in keep for rid in listed), dtype=bool, count=len(listed))
+        part_rids, part_sums, part_pos = part_rids[passed], part_sums[passed], part_pos[passed]
+        words = index.lengths[part_pos]
+        avg = int(words.sum()) / len(words) if len(words) else 1.0
+        # ranking.bm25_length_factor, elementwise: the same float64 operations in the same order
+        ratio = words / avg if avg > 0 else np.ones(len(words))
+        norm = (1.0 - ranking.BM25_B) + ranking.BM25_B * ratio
+        factor = (ranking.BM25_K1 + 1.0) / (1.0 + ranking.BM25_K1 * norm)
+        found.append((part_rids, part_sums * factor))
+        count += len(part_rids)
+        if count >= limit or done >= total:
+            break
+        if len(rids) < total:
+            rids, sums, pos, _ = user_order(index, lists, weights, None)
+        window *= 8
+    all_rids = np.concatenate([r for r, _ in found])
+    all_scores = np.concatenate([s for _, s in found])
+    order = np.lexsort((all_rids, -all_scores))[:limit]
+    return list(zip(all_rids[order].tolist(), all_scores[order].tolist(), strict=True))

@@ -106,10 +106,10 @@ def test_a_user_among_others_ranks_as_its_per_user_bm25(db_path: str, driver: st
     memory = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
     rng = random.Random(3)
     records = [
-        MemoryRecord(scope=MemoryScope(user_id="ann", session_id=f"s{i % 5}"), text=t)
-        for i, t in enumerate(corpus(150, 3))
+        MemoryRecord(scope=MemoryScope(user_id="ann", session_id=f"s{i % 12}"), text=t)
+        for i, t in enumerate(corpus(240, 3))
     ]
-    records += [MemoryRecord(scope=MemoryScope(user_id=f"u{i % 3}"), text=t) for i, t in enumerate(corpus(300, 4))]
+    records += [MemoryRecord(scope=MemoryScope(user_id=f"u{i % 3}"), text=t) for i, t in enumerate(corpus(600, 4))]
     rng.shuffle(records)
     memory.add_sync(records)
     ran: list[Any] = []
