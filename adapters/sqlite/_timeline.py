@@ -81,7 +81,15 @@ class _Words:
 
 
 def _joined(texts: Sequence[str]) -> tuple[str, list[int]]:
-    """``texts`` lower-cased, joined by newlines, and where each starts (as ``ranking.context_keys`` joins them)."""
+    """``texts`` lower-cased, joined by newlines, and where each starts (as ``ranking.context_keys`` joins them).
+
+    One ``lower()`` of the joined texts when no character changes length (only U+0130 does; a newline
+    is neither cased nor case-ignorable, so the final sigma rule sees each text alone), else text by text.
+    """
+    joined = "\n".join(texts)
+    blob = joined.lower()
+    if len(blob) == len(joined):
+        return blob, list(itertools.accumulate((len(text) + 1 for text in texts[:-1]), initial=0))
     lowered = [text.lower() for text in texts]
     return "\n".join(lowered), list(itertools.accumulate((len(text) + 1 for text in lowered[:-1]), initial=0))
 

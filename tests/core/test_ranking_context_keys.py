@@ -266,3 +266,21 @@ def test_holders_answer_for_the_texts_and_none_falls_back() -> None:
     )
     assert only_paint[2] == pytest.approx(0.5 * 2.0)  # "paint" from 1, no "lake" from anyone
     assert only_paint[3] == pytest.approx(1.0 + 0.5 * 2.0) and only_paint[4] == pytest.approx(1.0)
+
+
+def test_texts_lowered_in_one_go_equal_the_texts_lowered_one_by_one() -> None:
+    """ranking._lowered (and the timeline's _joined): one lower() of the joined texts, or text by text when a
+    character changes length (U+0130); final sigmas at a text's end or start, newlines inside texts."""
+    import itertools
+    import random
+
+    from memoryport.adapters.sqlite._timeline import _joined
+    from memoryport.ranking import _lowered
+
+    rng = random.Random(2)
+    alphabet = ["a", "B", "Σ", "σ", "ς", "İ", "I", "ı", " ", "\n", ".", "'", "Ω", "ﬀ", "1", "_", "ΑΣ", "é"]
+    for _ in range(3000):
+        texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6))) for _ in range(rng.randint(0, 5))]
+        lowered = [text.lower() for text in texts]
+        want = ("\n".join(lowered), list(itertools.accumulate((len(t) + 1 for t in lowered[:-1]), initial=0)))
+        assert _lowered(texts) == want == _joined(texts), texts
