@@ -751,6 +751,8 @@ def session_boost(
     """
     if weight < 0:
         raise ValueError("weight must not be negative")
+    if lift < 0:
+        raise ValueError("lift must not be negative")
     if not weight or not scores:
         return list(scores)
     if k is not None:

@@ -229,6 +229,13 @@ def test_session_boost_on_the_head_looks_at_every_candidate_when_one_left_out_ma
     head = session_boost(scored, apart, weight=0.5, k=2, lift=0.0)
     assert [(key, round(score, 6)) for key, score in head] == [(1, 1.5), (2, 1.35)]  # 6 cannot reach 1.35
     assert head == session_boost(scored, apart, weight=0.5)[:2]
+    # edges: k of 0 or beyond the candidates, scores that are not finite: every candidate; a negative lift: refused
+    assert session_boost(scored, apart, weight=0.5, k=0) == session_boost(scored, apart, weight=0.5)
+    assert session_boost(scored, apart, weight=0.5, k=9) == session_boost(scored, apart, weight=0.5)
+    assert len(session_boost([(1, float("inf")), *scored[1:]], apart, weight=0.5, k=1)) == len(scored)
+    assert session_boost([], apart, weight=0.5, k=2) == []
+    with pytest.raises(ValueError):
+        session_boost(scored, apart, weight=0.5, k=2, lift=-0.1)
 
 
 def test_within_reach_edges() -> None:
