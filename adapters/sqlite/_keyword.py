@@ -86,9 +86,11 @@ def keyword_ranking(
             return []
         tenant = tenant_token(scope.user_id)
         row = conn.execute(
-            "SELECT g.n, g.slot, f.n FROM generations g, generations f WHERE g.tenant = ? AND f.tenant = ''",
+            "SELECT g.n, g.slot, f.n, f.gen FROM generations g, generations f WHERE g.tenant = ? AND f.tenant = ''",
             (tenant,),
         ).fetchone()
+        if words is not None and row is not None:
+            words.users.sweep(conn, int(row[3]))
         if row is None:
             return []
         mine, slot, total = int(row[0]), int(row[1] or 0), int(row[2])

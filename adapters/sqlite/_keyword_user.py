@@ -44,9 +44,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memoryport import ranking
+from memoryport.storekit import chunks
 
 from ._keyword_large import TOKENIZE, fts5_idf, tokens, varints
-from ._rows import Conn
+from ._rows import Conn, tenant_token
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -167,6 +168,7 @@ class UserIndexes:
     rent: dict[str | None, tuple[int, float]] = field(default_factory=dict)  # user -> (gen, seconds spent)
     price: float = _PRICE  # seconds per record, as last measured
     tokens: dict[str, str | None] = field(default_factory=dict)  # query word -> its one FTS5 token, or None
+    file_gen: int = -1  # the file's generation when the kept indexes were last checked (see sweep)
 
     def clear(self) -> None:
         with self.lock:
@@ -182,6 +184,9 @@ class UserIndexes:
             if have is not None and have.gen == line.gen:
                 self.users.move_to_end(user)
                 return have
+            if have is not None:  # a write since: its words go now
+                del self.users[user]
+                self.nbytes -= have.nbytes
             spent = self.rent.get(user)
             if spent is None or spent[0] != line.gen or spent[1] < BUY * self.price * max(len(line.rids), 1):
                 return None
@@ -203,6 +208,29 @@ class UserIndexes:
                 _, dropped = self.users.popitem(last=False)
                 self.nbytes -= dropped.nbytes
         return index
+
+    def sweep(self, conn: Conn, file_gen: int) -> None:
+        """At the first search after the file's generation moved (a write in any process), drop the indexes of the
+        users written since: another process's deletes and erasures leave this process's RAM at its next keyword
+        search, whoever it is for."""
+        if file_gen == self.file_gen:
+            return
+        with self.lock:
+            kept = {tenant_token(user): (user, index.gen) for user, index in self.users.items()}
+        gens: dict[str, int] = {}
+        for part in chunks(list(kept), 500):
+            gens.update(
+                conn.execute(
+                    f"SELECT tenant, gen FROM generations WHERE tenant IN ({','.join('?' * len(part))})", part
+                ).fetchall()
+            )
+        with self.lock:
+            for token, (user, gen) in kept.items():
+                have = self.users.get(user)
+                if have is not None and have.gen == gen and gens.get(token) != gen:
+                    del self.users[user]
+                    self.nbytes -= have.nbytes
+            self.file_gen = file_gen
 
     def paid(self, user: str | None, gen: int, seconds: float) -> None:
         """A search of ``user`` at ``gen`` ran through FTS5 for ``seconds``: rent towards its index."""

@@ -208,6 +208,29 @@ def test_erasure_updates_deletes_expiry_and_other_stores_writes(db_path: str, dr
     other.close()
 
 
+def test_another_process_write_drops_the_index_at_the_next_search(db_path: str, driver: str, buy_now: None) -> None:
+    memory = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
+    other = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
+    bo = MemoryScope(user_id="bo")
+    [okapi] = memory.add_sync([MemoryRecord(scope=ANN, text=t) for t in ["the okapi", *corpus(40, 18)]])[:1]
+    memory.add_sync([MemoryRecord(scope=bo, text=t) for t in corpus(40, 19)])
+    users = memory.store.ann.words.users
+    for scope in (ANN, bo, ANN, bo, ANN, bo):
+        memory.search_sync("okapi tea", scope=scope, k=3)
+    assert set(users.users) == {"ann", "bo"}
+    with pytest.MonkeyPatch.context() as patch:
+        # Another process: its erasure does not empty this process's RAM (it shares no caches with it).
+        patch.setattr(users, "clear", lambda: None)
+        patch.setattr(memory.store.ann.words, "clear", lambda: None)
+        other.delete_sync([okapi], scope=ANN)
+    assert "ann" in users.users
+    memory.search_sync("tea", scope=bo, k=3)  # another user's search: ann's words go (the file's generation moved)
+    assert set(users.users) == {"bo"} and users.nbytes == users.users["bo"].nbytes
+    assert [h.record.id for h in memory.search_sync("okapi", scope=ANN, k=3)] == []
+    memory.close()
+    other.close()
+
+
 def test_the_index_is_bounded(db_path: str, driver: str, buy_now: None) -> None:
     memory = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
     users = memory.store.ann.words.users
