@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Union
@@ -474,8 +474,8 @@ def placed(
     from ``line`` (the user's records in RAM, current in this snapshot) when it holds them.
     ``k``: only the ``k`` best are wanted. The steps after the session step add at most their weight
     to a candidate (less for most: see :func:`_lifts`), whatever the others get, so they run only on
-    the head of the ranking that can still reach the ``k`` best (:func:`ranking.within_reach` with a
-    bound per candidate); the session step, whose lift depends on the others in a session, runs on
+    the head of the ranking that can still reach the ``k`` best (:func:`ranking.within_reach`, with the
+    first ``k``'s exact length lifts); the session step, whose lift depends on the others in a session, runs on
     the head that bounds on it allow unless a candidate left out could chain two of the head's sessions
     (:func:`ranking.session_boost` with ``k``). The ``k`` best come out the same as with every
     candidate (``tests/sqlite/test_sqlite_hybrid_steps.py`` compares).
@@ -542,15 +542,19 @@ def placed(
         steps.append((store.length_weight, lengths))
     # The most the steps after the session step can add to any candidate, and to each (see _lifts).
     cut = k is not None and len(ranked) > k
-    lift, bounds = _lifts(store, ranked, known, span is not None, timed) if cut and steps else (0.0, None)
+    lift, least = _lifts(store, ranked, known, span is not None, timed) if cut and steps else (0.0, None)
     if store.session_weight:
-        # Only the head that can reach the k best (ranking.session_boost with k), when that is exact;
-        # the times are read for the candidates it looks at.
+        when: dict[int, tuple[Hashable, float]] = {}
+        for rid, _ in ranked:
+            found_at = known.get(rid)
+            if found_at is not None:
+                when[rid] = ((found_at[1], found_at[2]), found_at[0] / 1e6)
+        # Only the head that can reach the k best (ranking.session_boost with k), when that is exact.
         ranked = ranking.session_boost(
-            ranked, _When(known), weight=store.session_weight, gap=store.session_gap, k=k if cut else None, lift=lift
+            ranked, when, weight=store.session_weight, gap=store.session_gap, k=k if cut else None, lift=lift
         )
-    if cut and bounds is not None and len(ranked) > (k or 0):
-        ranked = ranking.within_reach(ranked, k or 0, lift, bounds=bounds)
+    if cut and least is not None and len(ranked) > (k or 0):
+        ranked = ranking.within_reach(ranked, k or 0, lift, least=least)
     if steps:
         for rid, _ in ranked:
             found = known.get(rid)
@@ -561,39 +565,15 @@ def placed(
     return ranked
 
 
-class _When(Mapping[int, tuple[Hashable, float]]):
-    """rid -> ``((session, agent), created_at in seconds)`` from :data:`Times`, as :func:`ranking.session_boost`
-    reads it, computed for the rids it asks about only."""
-
-    __slots__ = ("known",)
-
-    def __init__(self, known: Times) -> None:
-        self.known = known
-
-    def __getitem__(self, rid: int) -> tuple[Hashable, float]:
-        at, session, agent, _ = self.known[rid]
-        return (session, agent), at / 1e6
-
-    def __contains__(self, rid: object) -> bool:
-        return rid in self.known
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self.known)
-
-    def __len__(self) -> int:
-        return len(self.known)
-
-
 def _lifts(
     store: SQLiteStore, ranked: list[tuple[int, float]], known: Times, dated: bool, timed: bool
-) -> tuple[float, Callable[[int], tuple[float, float]]]:
+) -> tuple[float, Callable[[int], float]]:
     """The most the date, speaker, time and length steps of :func:`placed` can add to any of ``ranked``,
-    and rid -> the least and the most they can add to it.
+    and rid -> the least they add to it (its length lift, exactly as :func:`ranking.length_boost` adds it).
 
-    The length lift exactly (what :func:`ranking.length_boost` adds), at most that of the longest
-    text; the speaker step's weight only for a text with a colon where a speaker prefix would end
-    (:func:`ranking.speaker_boost` lifts no other); the date and time steps' weights when they run.
-    A rid not in ``known`` has no text: the steps give it nothing but the date step's lift.
+    The most: the longest text's length lift, the speaker step's weight only when a text has a colon
+    where a speaker prefix would end (:func:`ranking.speaker_boost` lifts no other), the date and time
+    steps' weights when they run.
     """
     fixed = (store.date_weight if dated else 0.0) + (store.time_weight if timed else 0.0)
     speaker, length, pivot = store.speaker_weight, store.length_weight, store.length_pivot
@@ -605,17 +585,11 @@ def _lifts(
     if speaker and any(text.find(":", 0, prefix) >= 0 for text in said):
         most += speaker
 
-    def bounds(rid: int) -> tuple[float, float]:
+    def least(rid: int) -> float:
         found = known.get(rid)
-        if found is None:
-            return 0.0, fixed
-        text = found[3]
-        least = length * min(1.0, len(text) / pivot) if length else 0.0
-        if speaker and text.find(":", 0, prefix) >= 0:
-            return least, least + fixed + speaker
-        return least, least + fixed
+        return length * min(1.0, len(found[3]) / pivot) if length and found is not None else 0.0
 
-    return most, bounds
+    return most, least
 
 
 def neighbours(

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import bisect
 import functools
-import heapq
 import itertools
 import logging
 import math
@@ -334,7 +333,7 @@ def within_reach(
     k: int,
     lift: float,
     *,
-    bounds: Callable[[K], tuple[float, float]] | None = None,
+    least: Callable[[K], float] | None = None,
 ) -> list[tuple[K, float]]:
     """The head of ``scored`` (best first) that can still be among the ``k`` best once each gets at most ``lift`` more.
 
@@ -348,22 +347,16 @@ def within_reach(
     (a candidate left out ends strictly below the ``k``-th). Scores that are
     not finite, or fewer than ``k`` candidates, return ``scored`` whole.
 
-    ``bounds``: key -> ``(least, most)``, what that key gets at least and at most
-    from the steps (``0 <= least <= most <= lift``), when the caller can tell more
-    cheaply than by running them (a lift of 0 for a text without a speaker
-    prefix, the exact length lift). Then ``scored`` is walked best first, asking
-    ``bounds`` only until no later key can reach the ``k``-th best ``score +
-    least``; the head keeps, in their order, the walked keys whose ``score +
-    most`` still reaches it (not always a prefix of ``scored``). The ``k`` best
-    after the steps are the same as on all of ``scored``: the steps add to each
-    key independently and sort stably, so the keys left out end strictly below
-    ``k`` others, and removing them changes no other key's place.
+    ``least``: key -> what the steps add to that key at least (``0 <= least(key)
+    <= lift``; the exact lift of a step that depends on the key alone, such as
+    :func:`length_boost`), asked for the first ``k`` keys only: each of them ends
+    with at least its score plus that, so the least of those sums is the floor a
+    candidate must reach with ``lift``, instead of the ``k``-th score.
 
     Example:
         >>> within_reach([("a", 0.9), ("b", 0.8), ("c", 0.5), ("d", 0.1)], 2, 0.3)
         [('a', 0.9), ('b', 0.8), ('c', 0.5)]
-        >>> lifts = {"a": (0.0, 0.0), "b": (0.1, 0.1), "c": (0.0, 0.3), "d": (0.0, 0.3)}
-        >>> within_reach([("a", 0.9), ("b", 0.8), ("c", 0.5), ("d", 0.1)], 2, 0.3, bounds=lifts.__getitem__)
+        >>> within_reach([("a", 0.9), ("b", 0.8), ("c", 0.5), ("d", 0.1)], 2, 0.3, least={"a": 0.1, "b": 0.1}.get)
         [('a', 0.9), ('b', 0.8)]
     """
     if lift < 0:
@@ -373,36 +366,15 @@ def within_reach(
     scores = [score for _, score in scored]
     if not math.isfinite(math.fsum(scores)) or not math.isfinite(lift):
         return list(scored)
-    if bounds is not None:
-        return _within_bounds(scored, k, lift, bounds)
+    top = scores[k - 1]
+    if least is not None:
+        top = max(top, min(score + least(key) for key, score in scored[:k]))
     # A margin far above float rounding of a few additions, far below any real difference of scores.
-    floor = scores[k - 1] - lift - 1e-9 * (1.0 + abs(scores[k - 1]) + lift)
+    floor = top - lift - 1e-9 * (1.0 + abs(top) + lift)
     end = k
     while end < len(scores) and scores[end] >= floor:
         end += 1
     return list(scored[:end])
-
-
-def _within_bounds(
-    scored: Sequence[tuple[K, float]], k: int, lift: float, bounds: Callable[[K], tuple[float, float]]
-) -> list[tuple[K, float]]:
-    """:func:`within_reach` with a bound per key (finite scores, best first, more than ``k`` of them)."""
-    least_k: list[float] = []  # the k largest ``score + least`` walked so far (a min-heap)
-    walked: list[tuple[K, float, float]] = []
-    for key, score in scored:
-        if len(least_k) == k:
-            floor = least_k[0]
-            # No key from here on (score at most this one's, lift at most ``lift``) can reach the k-th.
-            if score + lift < floor - 1e-9 * (1.0 + abs(floor) + lift):
-                break
-        least, most = bounds(key)
-        walked.append((key, score, most))
-        if len(least_k) < k:
-            heapq.heappush(least_k, score + least)
-        elif score + least > least_k[0]:
-            heapq.heapreplace(least_k, score + least)
-    floor = least_k[0] - 1e-9 * (1.0 + abs(least_k[0]) + lift)
-    return [(key, score) for key, score, most in walked if score + most >= floor]
 
 
 def rerank_pool(k: int, reranker: RerankerPort | None, candidates: int) -> int:
@@ -790,9 +762,13 @@ def _session_head(
     """
     if k < 1 or len(scores) <= k or lift < 0 or not math.isfinite(lift):
         return None
+    most = weight * max(scores[0][1], 0.0) + lift
+    # The floor below is at most the k-th score plus its own session's lift: when the middle candidate
+    # reaches that already, more than half are within reach (checked at once, before any pass).
+    if scores[len(scores) // 2][1] + most > scores[k - 1][1] * (1.0 + weight):
+        return None
     if not math.isfinite(math.fsum([score for _, score in scores])):
         return None
-    most = weight * max(scores[0][1], 0.0) + lift
     floor = min(score + weight * score if key in when else score for key, score in scores[:k])
     floor -= 1e-9 * (1.0 + abs(floor) + most)
     end = k
