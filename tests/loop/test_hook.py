@@ -175,14 +175,18 @@ class Failing:
 
 
 class Slow:
+    """Answers after 30 s: the hook's 0.2 s timeout ends it first (a broken timeout fails, not hangs)."""
+
     async def extract(self, messages: Sequence[Mapping[str, Any]], *, scope: MemoryScope) -> object:
-        await asyncio.sleep(5)
+        await asyncio.sleep(30)
         return None
 
 
 async def test_after_turn_logs_then_extracts(memory: GuardedMemory, caplog: pytest.LogCaptureFixture) -> None:
     agent = AgentMemory(memory)
-    hook = AutoRecall(agent, extract_timeout=0.2)
+    # A timeout no working extractor meets on a loaded machine (a 0.2 s one failed CI-like runs at
+    # load 5 on PostgreSQL); the slow extractor below gets a short one, and never answers.
+    hook = AutoRecall(agent, extract_timeout=60)
     extractor = Remembering(agent)
     assert isinstance(extractor, Extractor)
     messages: list[dict[str, Any]] = [
@@ -203,6 +207,7 @@ async def test_after_turn_logs_then_extracts(memory: GuardedMemory, caplog: pyte
     assert failed.extraction == "failed" and failed.error == "RuntimeError" and len(failed.turns) == 2
     assert "1234" not in caplog.text and "RuntimeError" in caplog.text
     messages += [{"role": "user", "content": "slow one"}]
+    hook.extract_timeout = 0.2
     slow = await hook.after_turn(messages, scope=CHAT, extractor=Slow())
     assert slow.extraction == "failed" and slow.error == "TimeoutError" and len(slow.turns) == 1
     assert hook.extraction_failures == 2
