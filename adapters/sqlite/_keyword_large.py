@@ -58,7 +58,19 @@ if TYPE_CHECKING:
 else:
     F32 = F64 = I32 = U16 = Any
 
-__all__ = ["LARGE", "SHORTLIST", "TOKENIZE", "WordLists", "fts5_idf", "large_bm25", "varints"]
+__all__ = [
+    "B",
+    "K1",
+    "LARGE",
+    "SHORTLIST",
+    "TOKENIZE",
+    "WordLists",
+    "fts5_idf",
+    "large_bm25",
+    "scratch",
+    "varints",
+    "words_database",
+]
 
 #: A user with at least this many records (and at least half of the file) is ranked here; smaller ones exactly.
 LARGE = 50_000
@@ -294,12 +306,16 @@ def _decode(lengths: npt.NDArray[np.int64], blob: bytes) -> npt.NDArray[np.int64
 _TOKENS = threading.local()
 
 
-def _scratch(span: int) -> tuple[F32, npt.NDArray[np.uint8]]:
-    """This thread's score and mark buffers of at least ``span`` items, all zero (callers zero what they set)."""
-    have = getattr(_TOKENS, "scratch", None)
+def scratch(span: int, dtype: type[np.floating[Any]] = np.float32) -> tuple[npt.NDArray[Any], npt.NDArray[np.uint8]]:
+    """This thread's score buffer of ``dtype`` and mark buffer of at least ``span`` items, all zero (callers zero
+    what they set)."""
+    buffers: dict[Any, tuple[npt.NDArray[Any], npt.NDArray[np.uint8]]] | None = getattr(_TOKENS, "scratch", None)
+    if buffers is None:
+        buffers = _TOKENS.scratch = {}
+    have = buffers.get(dtype)
     if have is None or len(have[0]) < span:
-        have = _TOKENS.scratch = (
-            np.zeros(span + span // 4, dtype=np.float32),
+        have = buffers[dtype] = (
+            np.zeros(span + span // 4, dtype=dtype),
             np.zeros(span + span // 4, dtype=np.uint8),
         )
     return have[0][:span], have[1][:span]
@@ -336,12 +352,19 @@ def _tokenizer(conn: Conn) -> Any:
     """This thread's private in-memory database with an FTS5 table of the store's tokenizer (same driver)."""
     have = getattr(_TOKENS, "conn", None)
     if have is None:
-        driver = importlib.import_module(type(conn).__module__)
-        have = driver.connect(":memory:", check_same_thread=False)
+        have = words_database(conn)
         have.execute("PRAGMA secure_delete = ON")
-        have.execute(f"CREATE VIRTUAL TABLE words USING fts5(body, tokenize='{TOKENIZE}')")
-        have.execute("CREATE VIRTUAL TABLE words_instances USING fts5vocab(words, instance)")
         _TOKENS.conn = have
+    return have
+
+
+def words_database(conn: Conn) -> Any:
+    """A new private in-memory database (``conn``'s driver, so its SQLite) with an FTS5 table ``words`` of the
+    store's tokenizer and its instance list ``words_instances``: FTS5's own tokens of any text, nothing stored."""
+    driver = importlib.import_module(type(conn).__module__)
+    have = driver.connect(":memory:", check_same_thread=False)
+    have.execute(f"CREATE VIRTUAL TABLE words USING fts5(body, tokenize='{TOKENIZE}')")
+    have.execute("CREATE VIRTUAL TABLE words_instances USING fts5vocab(words, instance)")
     return have
 
 
@@ -420,7 +443,7 @@ def large_bm25(
         at: npt.NDArray[Any] = matched.rowids
         estimate = matched.terms(idf, avgdl, norm)
     else:
-        dense, mark = _scratch(span)
+        dense, mark = scratch(span)
         for matched, idf in found:
             dense[matched.rowids] += matched.terms(idf, avgdl, norm)
             mark[matched.rowids] = 1

@@ -33,7 +33,6 @@ an erasure, delete or text update of this process at once (``WordLists.clear``).
 
 from __future__ import annotations
 
-import importlib
 import threading
 import time
 from collections import OrderedDict
@@ -46,7 +45,7 @@ import numpy as np
 from memoryport import ranking
 from memoryport.storekit import chunks
 
-from ._keyword_large import TOKENIZE, fts5_idf, tokens, varints
+from ._keyword_large import K1, B, fts5_idf, scratch, tokens, varints, words_database
 from ._rows import Conn, tenant_token
 
 if TYPE_CHECKING:
@@ -83,8 +82,6 @@ _PRICE = 10e-6
 _TOKENS_MAX = 65_536  # query words whose FTS5 token is kept
 _RENT_MAX = 4096  # users whose searches' cost is kept
 
-K1, B = 1.2, 0.75  # FTS5's bm25() constants (fts5_aux.c)
-
 
 @dataclass
 class UserWords:
@@ -113,15 +110,12 @@ class UserWords:
 
 def build(conn: Conn, line: Timeline) -> UserWords:
     """The index of ``line``'s records, tokenized by FTS5 (a private in-memory table, ``conn``'s SQLite library)."""
-    driver = importlib.import_module(type(conn).__module__)
-    scratch = driver.connect(":memory:", check_same_thread=False)
+    words = words_database(conn)
     try:
-        scratch.execute(f"CREATE VIRTUAL TABLE words USING fts5(body, tokenize='{TOKENIZE}')")
-        scratch.execute("CREATE VIRTUAL TABLE words_instances USING fts5vocab(words, instance)")
-        scratch.executemany("INSERT INTO words(rowid, body) VALUES (?, ?)", enumerate(line.texts))
-        rows = scratch.execute("SELECT term, count(*), group_concat(doc) FROM words_instances GROUP BY term").fetchall()
+        words.executemany("INSERT INTO words(rowid, body) VALUES (?, ?)", enumerate(line.texts))
+        rows = words.execute("SELECT term, count(*), group_concat(doc) FROM words_instances GROUP BY term").fetchall()
     finally:
-        scratch.close()
+        words.close()
     n = len(line.texts)
     names = [str(row[0]) for row in rows]
     counts = np.fromiter((int(row[1]) for row in rows), dtype=np.int64, count=len(rows))
@@ -281,14 +275,14 @@ def file_ranking(
     if len(found) == 1:
         at, score = found[0]
     else:
-        dense, mark = _scratch(n)
+        dense, mark = scratch(n, np.float64)
         for docs, weights in found:
             dense[docs] += weights  # phrase after phrase, as bm25() sums them (adding 0.0 where one is absent)
-            mark[docs] = True
+            mark[docs] = 1
         at = np.flatnonzero(mark)
         score = dense[at]
         dense[at] = 0.0  # this thread's buffers, zero again for the next search
-        mark[at] = False
+        mark[at] = 0
     bm25 = -1.0 * score
     rids = index.rids[at]
     if len(at) > inner:
@@ -299,17 +293,6 @@ def file_ranking(
         bm25, rids = bm25[keep], rids[keep]
     order = np.lexsort((rids, bm25))[:inner]
     return list(zip(rids[order].tolist(), bm25[order].tolist(), strict=True))
-
-
-_SCRATCH = threading.local()
-
-
-def _scratch(n: int) -> tuple[F64, npt.NDArray[np.bool_]]:
-    """This thread's score and mark buffers of at least ``n`` items, all zero (callers zero what they set)."""
-    have = getattr(_SCRATCH, "buffers", None)
-    if have is None or len(have[0]) < n:
-        have = _SCRATCH.buffers = (np.zeros(n + n // 4, dtype=np.float64), np.zeros(n + n // 4, dtype=bool))
-    return have[0][:n], have[1][:n]
 
 
 def user_lists(index: UserWords, tokens: Sequence[str | None]) -> list[I32] | None:
@@ -329,15 +312,15 @@ def user_order(
     """The records holding any phrase, best first by (summed weights of their phrases, -rid), as (rids, sums,
     positions, how many in all): the first ``head`` of them (None: all). Sums are float64 additions phrase after
     phrase from 0.0, as Python's."""
-    dense, mark = _scratch(len(index.rids))
+    dense, mark = scratch(len(index.rids), np.float64)
     for docs, weight in zip(lists, weights, strict=True):
         if len(docs):
             dense[docs] += weight
-            mark[docs] = True
+            mark[docs] = 1
     at = np.flatnonzero(mark)
     sums = dense[at]
     dense[at] = 0.0
-    mark[at] = False
+    mark[at] = 0
     count = len(at)
     if head is not None and count > head:
         cut = np.partition(sums, count - head)[count - head]

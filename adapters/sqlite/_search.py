@@ -201,13 +201,18 @@ def _hybrid(
     return scored, near, "hybrid"
 
 
+def _halves(work: Callable[[], list[tuple[int, float]]]) -> list[Callable[[], None]]:
+    """The two parts of ``work``'s product when it is a large one (:data:`~._vectors.SPLIT_FROM`), else none."""
+    return work.products(2) if isinstance(work, Ranking) and work.size >= SPLIT_FROM else []
+
+
 def _started(
     store: SQLiteStore, work: Callable[[], list[tuple[int, float]]]
 ) -> Callable[[], list[tuple[int, float]]]:
     """``work`` (a vector ranking) started on the numpy threads; the call returned waits for it, on the caller's
     thread. A large product (:data:`~._vectors.SPLIT_FROM`) goes in two parts, one per thread, and the
     ranking of its scores runs on the caller's thread once both are done."""
-    parts = work.products(2) if isinstance(work, Ranking) and work.size >= SPLIT_FROM else []
+    parts = _halves(work)
     if not parts:
         return store.numpy.submit(work).result
     futures = [store.numpy.submit(part) for part in parts]
@@ -222,7 +227,7 @@ def _started(
 
 def _split(store: SQLiteStore, work: Callable[[], list[tuple[int, float]]]) -> list[tuple[int, float]]:
     """``work`` run now: a large product in two parts, one on a numpy thread and one on this thread."""
-    parts = work.products(2) if isinstance(work, Ranking) and work.size >= SPLIT_FROM else []
+    parts = _halves(work)
     if not parts:
         return work()
     future = store.numpy.submit(parts[0])
