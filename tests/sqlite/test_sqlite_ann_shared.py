@@ -240,6 +240,16 @@ def test_a_segment_with_another_version_in_its_header_is_refused(lists: Any) -> 
     assert shared.attach("t1", 3, 18, rids.tobytes(), 64) is None
 
 
+def test_another_users_segment_under_this_users_name_is_refused(lists: Any) -> None:
+    """A user never maps another user's list, even one moved to its own name: the header names the user."""
+    shared, (rids, codes, rows) = lists
+    shared.publish("t1", 3, 17, rids, codes, rows)
+    assert shared.attach("t2", 3, 17, rids.tobytes(), 64) is None
+    os.rename(shared.path("t1", 3, 17), shared.path("t2", 3, 17))
+    assert shared.attach("t2", 3, 17, rids.tobytes(), 64) is None
+    assert not os.path.exists(shared.path("t2", 3, 17))  # ours but wrong: removed
+
+
 def test_links_and_foreign_segments_are_never_trusted(lists: Any, tmp_path: Any) -> None:
     shared, (rids, codes, rows) = lists
     shared.publish("t1", 3, 17, rids, codes, rows)

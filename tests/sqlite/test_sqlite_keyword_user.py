@@ -248,3 +248,20 @@ def test_the_index_is_bounded(db_path: str, driver: str, buy_now: None) -> None:
     c = index("c")
     assert list(users.users) == ["b", "c"] and users.nbytes == b + c
     memory.close()
+
+
+def test_a_users_index_never_answers_for_another_user(db_path: str, driver: str, buy_now: None) -> None:
+    """Both users indexed in RAM: each search finds its own user's records only, whatever the words."""
+    memory = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
+    bo = MemoryScope(user_id="bo")
+    memory.add_sync([MemoryRecord(scope=ANN, text=f"ann's secret zebra code {i}") for i in range(30)])
+    memory.add_sync([MemoryRecord(scope=bo, text=f"bo likes tea number {i}") for i in range(20)])
+    for _ in range(3):  # warm both users' indexes (bought at once here)
+        memory.search_sync("tea", scope=bo, k=5)
+        memory.search_sync("zebra", scope=ANN, k=5)
+    assert {ANN.user_id, bo.user_id} <= set(memory.store.ann.words.users.users)
+    assert memory.search_sync("secret zebra code", scope=bo, k=50) == []
+    assert memory.search_sync("tea number", scope=ANN, k=50) == []
+    mine = memory.search_sync("zebra tea secret likes", scope=bo, k=50)
+    assert mine and all(hit.record.scope.user_id == "bo" and "tea" in hit.record.text for hit in mine)
+    memory.close()
