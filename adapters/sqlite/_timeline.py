@@ -30,13 +30,12 @@ overhead, estimated).
 from __future__ import annotations
 
 import bisect
+import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
-
-from memoryport.ranking import _lowered
 
 from ._rows import NEVER, Conn, expiry, tenant_token, us
 
@@ -81,8 +80,18 @@ class _Words:
         self.asked: dict[str, int] = {}
 
 
-# The texts lower-cased and joined as ``ranking.context_keys`` joins them (its own function: the same string).
-_joined = _lowered
+def _joined(texts: Sequence[str]) -> tuple[str, list[int]]:
+    """``texts`` lower-cased, joined by newlines, and where each starts (as ``ranking.context_keys`` joins them).
+
+    One ``lower()`` of the joined texts when no character changes length (only U+0130 does; a newline
+    is neither cased nor case-ignorable, so the final sigma rule sees each text alone), else text by text.
+    """
+    joined = "\n".join(texts)
+    blob = joined.lower()
+    if len(blob) == len(joined):
+        return blob, list(itertools.accumulate((len(text) + 1 for text in texts[:-1]), initial=0))
+    lowered = [text.lower() for text in texts]
+    return "\n".join(lowered), list(itertools.accumulate((len(text) + 1 for text in lowered[:-1]), initial=0))
 
 
 def _found(lower: str, blob: str, starts: list[int]) -> frozenset[int]:
