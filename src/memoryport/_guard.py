@@ -51,6 +51,8 @@ _TEXT = operator.attrgetter("text")
 _METADATA = operator.attrgetter("metadata")
 _CREATED = operator.attrgetter("created_at")
 _EXPIRES = operator.attrgetter("expires_at")
+_SCORE = operator.attrgetter("score")
+_HIT_CREATED = operator.attrgetter("record.created_at")
 
 # The current guard call's count of dropped records: [outside the scope, failing filters/range].
 _call_drops: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("memoryport_call_drops", default=None)
@@ -458,7 +460,8 @@ class GuardedMemory(Generic[S]):
 
     def _check_batch(self, items: object, item_type: type, field: str, usage: str) -> None:
         """A batch is a sequence (not one item, not a string) of at most ``limits.max_batch`` items."""
-        if isinstance(items, (item_type, str)) or not isinstance(items, Sequence):
+        # A list is the usual batch: no ABC check for it.
+        if type(items) is not list and (isinstance(items, (item_type, str)) or not isinstance(items, Sequence)):
             raise UsageError(usage)
         if len(items) > self.limits.max_batch:
             raise InvalidInput(
@@ -471,19 +474,30 @@ class GuardedMemory(Generic[S]):
     def _plain_batch(self, batch: list[MemoryRecord], now: datetime) -> bool:
         """Whether every per-record check of :meth:`_check_records` passes without a look at each record.
 
-        True for the usual bulk batch: plain :class:`MemoryRecord` objects of one
-        scope (equal scopes count as one), no ids, metadata or expiry, every text
-        within ``Limits.max_text_chars`` and every ``created_at`` within the
-        clock-skew tolerance, under our own :class:`Limits` (a subclass may
-        refuse more). A few passes in C over the batch; anything else (and
-        anything that cannot be compared) answers False, and the batch goes
-        record by record, which raises the same errors as ever.
+        True for the usual add, of one record or a bulk batch: plain
+        :class:`MemoryRecord` objects of one scope (equal scopes count as one), no
+        ids, metadata or expiry, every text within ``Limits.max_text_chars`` and
+        every ``created_at`` within the clock-skew tolerance, under our own
+        :class:`Limits` (a subclass may refuse more). A few passes in C over a
+        batch, a few attribute reads for one record; anything else (and anything
+        that cannot be compared) answers False, and the batch goes record by
+        record, which raises the same errors as ever.
         """
         limits = self.limits
         if type(limits) is not Limits:
             return False
         n = len(batch)
         try:
+            if n == 1:
+                record = batch[0]
+                return bool(
+                    type(record) is MemoryRecord
+                    and record.id is None
+                    and not record.metadata
+                    and record.expires_at is None
+                    and len(record.text) <= limits.max_text_chars
+                    and record.created_at <= now + limits.clock_skew
+                )
             return bool(
                 list(map(type, batch)).count(MemoryRecord) == n
                 and list(map(_SCOPE, batch)).count(batch[0].scope) == n
@@ -567,10 +581,10 @@ class GuardedMemory(Generic[S]):
             return []
         batch = list(records)
         now = utcnow()
-        if len(batch) > 1 and self._plain_batch(batch, now):
+        if self._plain_batch(batch, now):
             # Nothing in the batch can fail a per-record check: its one scope is checked, ids drawn at once.
             self._check_scope(batch[0].scope, "records[0].scope")
-            ids, one_scope = new_ids(len(batch)), True
+            ids, one_scope = [new_id()] if len(batch) == 1 else new_ids(len(batch)), True
         else:
             ids, one_scope = self._check_records(batch, now)
         fast = adds_with_ids(self._store)
@@ -664,18 +678,20 @@ class GuardedMemory(Generic[S]):
                 f"k must be an integer from 1 to {self.limits.max_k} (Limits.max_k)", field="k", limit="max_k"
             )
         _, pushed, rest = self._filters(filters, "search")
-        start, end = self._range(since, until, utcnow())
+        start, end = (None, None) if since is None and until is None else self._range(since, until, utcnow())
         native_range = Capability.TIME_RANGE in self._capabilities
         # Passed only when asked for: a store's since/until default to None.
         extra: dict[str, Any] = {"since": start, "until": end} if native_range and (start or end) else {}
         recent = not query.strip()
         # A blank query is the newest-first listing; backends see it as "" only.
         sent = "" if recent else query
+        # Nothing the backend was given to re-check on each hit: visibility decides alone.
+        unfiltered = pushed is None and rest is None and start is None and end is None
 
         def wanted(hit: object, now: datetime) -> bool:
             record = _hit(hit, self._backend).record
-            return self._visible(record, checked, now) and self._matching(
-                record, pushed, rest, start, end, native_range
+            return self._visible(record, checked, now) and (
+                unfiltered or self._matching(record, pushed, rest, start, end, native_range)
             )
 
         async def call() -> SearchResults:
@@ -689,10 +705,10 @@ class GuardedMemory(Generic[S]):
                 fetch = min(fetch * 4, self.limits.max_k * 4)
             mode: SearchMode
             if recent:
-                hits.sort(key=lambda h: h.record.created_at, reverse=True)
+                hits.sort(key=_HIT_CREATED, reverse=True)
                 mode = "recent"
             else:
-                hits.sort(key=lambda h: h.score, reverse=True)
+                hits.sort(key=_SCORE, reverse=True)
                 mode = getattr(raw, "mode", None) or _mode_of(hits)
             return SearchResults(hits[:k], mode=mode)
 
@@ -704,9 +720,9 @@ class GuardedMemory(Generic[S]):
             ctx,
             scope=checked,
             k=k,
-            mode=lambda r: str(r.mode),
+            mode=_mode_name,
             arguments=lambda: {"query": query},
-            result=lambda r: [h.record.text for h in r],
+            result=_hit_texts,
         )
 
     async def get(
@@ -1061,6 +1077,14 @@ def _hit(hit: object, backend: str) -> MemoryHit:
             operation="search",
         )
     return hit
+
+
+def _mode_name(results: SearchResults) -> str:
+    return str(results.mode)
+
+
+def _hit_texts(results: SearchResults) -> list[str]:
+    return [h.record.text for h in results]
 
 
 def _mode_of(hits: Sequence[MemoryHit]) -> SearchMode:

@@ -170,10 +170,13 @@ def _bad_chars(value: str, *, allow_whitespace_controls: bool) -> str | None:
     return "a control character"
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _check_utf8(value: str, field: str) -> None:
-    for ch in value:
-        if 0xD800 <= ord(ch) <= 0xDFFF:
-            raise ValueError(f"{field} contains a lone surrogate (not encodable as UTF-8)")
+    # One regex pass, not a Python loop per character (every search's query comes here).
+    if _SURROGATE.search(value) is not None:
+        raise ValueError(f"{field} contains a lone surrogate (not encodable as UTF-8)")
 
 
 class _Model(BaseModel):
@@ -270,16 +273,18 @@ class MemoryScope(_Model):
     @property
     def kind(self) -> str:
         """Which ids are set, joined by ``+`` (``"user"``, ``"user+session"``, ...)."""
-        parts = [
-            name
-            for name, value in (
-                ("user", self.user_id),
-                ("session", self.session_id),
-                ("agent", self.agent_id),
-            )
-            if value is not None
-        ]
-        return "+".join(parts)
+        return _SCOPE_KINDS[self.user_id is not None, self.session_id is not None, self.agent_id is not None]
+
+
+# MemoryScope.kind by which of user, session and agent are set (every guarded call asks).
+_SCOPE_KINDS = {
+    (user, session, agent): "+".join(
+        name for name, present in (("user", user), ("session", session), ("agent", agent)) if present
+    )
+    for user in (False, True)
+    for session in (False, True)
+    for agent in (False, True)
+}
 
 
 def _aware_utc(value: datetime, field: str) -> datetime:

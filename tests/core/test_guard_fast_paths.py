@@ -1,0 +1,249 @@
+"""The guard's shortcuts equal its general paths: one plain record's add, a search with nothing to re-check.
+
+The one-record add skips the record-by-record checks when a glance shows none
+of them could refuse the record (``GuardedMemory._plain_batch``); these tests
+run every kind of record through both paths (the second forced record by
+record) and compare what is stored, returned, emitted and raised, and check
+that the shortcut is taken exactly for the records it may handle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from memoryport import (
+    Capability,
+    GuardedMemory,
+    InvalidInput,
+    Limits,
+    MemoryEvent,
+    MemoryRecord,
+    MemoryScope,
+)
+from memoryport._records import utcnow
+
+from .dictstore import ALL, DictStore, IgnoresSince
+
+pytestmark = pytest.mark.anyio
+
+ANN = MemoryScope(user_id="ann")
+NOW = utcnow()
+
+
+class Subrecord(MemoryRecord):
+    """A MemoryRecord subclass: the shortcut must leave it to the record-by-record checks."""
+
+
+@dataclass(frozen=True)
+class StrictLimits(Limits):
+    """A Limits subclass (it may refuse more): never the shortcut."""
+
+
+# (name, the record, the guard's limits, the store's capabilities, whether the shortcut may take it)
+CASES: list[tuple[str, Callable[[], MemoryRecord], Limits, frozenset[Capability], bool]] = [
+    ("plain", lambda: MemoryRecord(scope=ANN, text="Ann likes tea"), Limits(), ALL, True),
+    ("empty metadata", lambda: MemoryRecord(scope=ANN, text="t", metadata={}), Limits(), ALL, True),
+    ("text at the limit", lambda: MemoryRecord(scope=ANN, text="x" * 10), Limits(max_text_chars=10), ALL, True),
+    (
+        "created long ago",
+        lambda: MemoryRecord(scope=ANN, text="t", created_at=NOW - timedelta(days=400)),
+        Limits(),
+        ALL,
+        True,
+    ),
+    (
+        "created within the tolerance",
+        lambda: MemoryRecord(scope=ANN, text="t", created_at=utcnow() + timedelta(seconds=1)),
+        Limits(),
+        ALL,
+        True,
+    ),
+    (
+        "session scope",
+        lambda: MemoryRecord(scope=MemoryScope(user_id="ann", session_id="s1"), text="t"),
+        Limits(),
+        ALL,
+        True,
+    ),
+    ("given id", lambda: MemoryRecord(scope=ANN, text="t", id="given-1"), Limits(), ALL, False),
+    ("id too long", lambda: MemoryRecord(scope=ANN, text="t", id="x" * 20), Limits(max_id_chars=10), ALL, False),
+    ("metadata", lambda: MemoryRecord(scope=ANN, text="t", metadata={"kind": "fact"}), Limits(), ALL, False),
+    (
+        "metadata over the key limit",
+        lambda: MemoryRecord(scope=ANN, text="t", metadata={"a": 1, "b": 2}),
+        Limits(max_metadata_keys=1),
+        ALL,
+        False,
+    ),
+    (
+        "metadata without the capability",
+        lambda: MemoryRecord(scope=ANN, text="t", metadata={"kind": "fact"}),
+        Limits(),
+        ALL - {Capability.METADATA},
+        False,
+    ),
+    (
+        "expiry",
+        lambda: MemoryRecord(scope=ANN, text="t", expires_at=NOW + timedelta(days=1)),
+        Limits(),
+        ALL,
+        False,
+    ),
+    (
+        "expiry without the capability",
+        lambda: MemoryRecord(scope=ANN, text="t", expires_at=NOW + timedelta(days=1)),
+        Limits(),
+        ALL - {Capability.EXPIRY},
+        False,
+    ),
+    ("text over the limit", lambda: MemoryRecord(scope=ANN, text="x" * 11), Limits(max_text_chars=10), ALL, False),
+    (
+        "created in the future",
+        lambda: MemoryRecord(scope=ANN, text="t", created_at=utcnow() + timedelta(hours=1)),
+        Limits(),
+        ALL,
+        False,
+    ),
+    ("a subclass", lambda: Subrecord(scope=ANN, text="t"), Limits(), ALL, False),
+    ("a Limits subclass", lambda: MemoryRecord(scope=ANN, text="t"), StrictLimits(), ALL, False),
+    ("unvalidated, no text", lambda: MemoryRecord.model_construct(scope=ANN), Limits(), ALL, False),
+    # The scope is checked on both paths: the shortcut may take these, and must refuse them as the other does.
+    (
+        "scope id too long",
+        lambda: MemoryRecord(scope=MemoryScope(user_id="x" * 20), text="t"),
+        Limits(max_id_chars=10),
+        ALL,
+        True,
+    ),
+    (
+        "session scope without the capability",
+        lambda: MemoryRecord(scope=MemoryScope(user_id="ann", session_id="s1"), text="t"),
+        Limits(),
+        ALL - {Capability.SESSION_SCOPE},
+        True,
+    ),
+]
+IDS = [case[0] for case in CASES]
+
+
+class RecordByRecord(GuardedMemory[Any]):
+    """The guard with its shortcut turned off: every batch goes record by record."""
+
+    def _plain_batch(self, batch: list[MemoryRecord], now: Any) -> bool:
+        return False
+
+
+async def outcome(guard_type: type[GuardedMemory[Any]], record: MemoryRecord, limits: Limits, caps: Any) -> Any:
+    """What an add of ``[record]`` stored, returned, emitted and raised, ids reduced to their shape."""
+    store = DictStore(caps)
+    events: list[MemoryEvent] = []
+    guard = guard_type(store, limits=limits, sink=events.append)
+    try:
+        ids = await guard.add([record])
+    except Exception as exc:  # whatever it is, both paths must raise the same
+        result: Any = ("raised", type(exc).__name__, str(exc), getattr(exc, "field", None))
+    else:
+        stored = await store.export(record.scope)
+        result = (
+            "stored",
+            [(len(i), i == record.id) for i in ids],
+            [
+                (r.id == i, r.text, r.scope, r.metadata, r.created_at, r.expires_at)
+                for r, i in zip(stored, ids, strict=True)
+            ],
+        )
+    return result, [(e.name, e.count, e.scope_kind, e.error) for e in events]
+
+
+@pytest.mark.parametrize(("name", "make", "limits", "caps", "shortcut"), CASES, ids=IDS)
+async def test_one_record_add_is_the_same_through_the_shortcut_and_record_by_record(
+    name: str, make: Callable[[], MemoryRecord], limits: Limits, caps: Any, shortcut: bool
+) -> None:
+    record = make()
+    assert await outcome(GuardedMemory, record, limits, caps) == await outcome(RecordByRecord, record, limits, caps)
+
+
+@pytest.mark.parametrize(("name", "make", "limits", "caps", "shortcut"), CASES, ids=IDS)
+def test_the_shortcut_takes_exactly_the_records_no_per_record_check_could_refuse(
+    name: str, make: Callable[[], MemoryRecord], limits: Limits, caps: Any, shortcut: bool
+) -> None:
+    guard = GuardedMemory(DictStore(caps), limits=limits)
+    assert guard._plain_batch([make()], utcnow()) is shortcut
+
+
+async def test_a_plain_record_skips_the_record_by_record_checks() -> None:
+    checked: list[int] = []
+
+    class Watched(GuardedMemory[Any]):
+        def _check_records(self, batch: list[MemoryRecord], now: Any) -> tuple[list[str], bool]:
+            checked.append(len(batch))
+            return super()._check_records(batch, now)
+
+    guard = Watched(DictStore())
+    await guard.add([MemoryRecord(scope=ANN, text="plain")])
+    await guard.add([MemoryRecord(scope=ANN, text="a"), MemoryRecord(scope=ANN, text="b")])
+    assert checked == []
+    await guard.add([MemoryRecord(scope=ANN, text="with an id", id="x1")])
+    assert checked == [1]
+
+
+@pytest.mark.parametrize("size", [1, 2, 5])
+async def test_plain_batches_get_fresh_distinct_ids(size: int) -> None:
+    store = DictStore()
+    ids = await GuardedMemory(store).add([MemoryRecord(scope=ANN, text=f"t{i}") for i in range(size)])
+    assert len(set(ids)) == size and all(len(i) == 32 and i[12] == "7" for i in ids)
+    assert sorted(r.id for r in await store.export(ANN)) == sorted(ids)
+
+
+# -- search: the hits are re-checked against filters and ranges only when there are some --------------
+
+
+async def test_a_search_without_filters_still_drops_what_the_scope_or_expiry_hides() -> None:
+    store = DictStore()
+    guard = GuardedMemory(store)
+    ben = MemoryScope(user_id="ben")
+    await store.add([MemoryRecord(scope=ben, text="tea for ben", id="b1")])
+    await store.add([MemoryRecord(scope=ANN, text="tea for ann", id="a1")])
+    gone = MemoryRecord(scope=ANN, text="tea gone", id="a2", created_at=NOW - timedelta(days=2))
+    await store.add([gone.model_copy(update={"expires_at": NOW - timedelta(days=1)})])
+
+    class Leaky(DictStore):
+        async def search(self, query: str, **kwargs: Any) -> Sequence[Any]:
+            kwargs["scope"] = MemoryScope(user_id="ben")
+            leaked = await store.search(query, **kwargs)
+            kwargs["scope"] = ANN
+            return [*leaked, *await store.search(query, **kwargs)]
+
+    leaky = GuardedMemory(Leaky())
+    hits = await leaky.search("tea", scope=ANN, k=5)
+    assert [h.record.id for h in hits] == ["a1"]
+    assert leaky.dropped_out_of_scope == 1 and leaky.dropped_not_matching == 0
+    assert [h.record.id for h in await guard.search("tea", scope=ANN, k=5)] == ["a1"]
+
+
+async def test_a_search_with_a_range_a_store_ignores_is_still_rechecked() -> None:
+    memory = GuardedMemory(IgnoresSince())
+    hour = timedelta(hours=1)
+    await memory.add(
+        [MemoryRecord(scope=ANN, text=f"note {i}", created_at=NOW - timedelta(minutes=1) - i * hour) for i in range(10)]
+    )
+    hits = await memory.search("", scope=ANN, k=10, since="150m")
+    assert len(hits) == 3
+    assert memory.dropped_not_matching >= 7
+
+
+@pytest.mark.parametrize("bad", ["\ud800", "tea \udbff\udc00 time", "\udfff"])
+async def test_lone_surrogates_in_a_query_or_a_metadata_value_are_refused(bad: str) -> None:
+    guard = GuardedMemory(DictStore())
+    with pytest.raises(InvalidInput) as info:
+        await guard.search(bad, scope=ANN)
+    assert str(info.value) == "query contains a lone surrogate (not encodable as UTF-8)"
+    assert info.value.field == "query"
+    with pytest.raises(InvalidInput, match="lone surrogate"):
+        await guard.add([MemoryRecord(scope=ANN, text="t", metadata={"k": bad})])
+    assert await guard.search("tea \U0001f375 time", scope=ANN) == []  # a pair is a character, not a surrogate
