@@ -68,19 +68,22 @@ def pragmas(conn: Any) -> str:
 
 
 async def memoryport(
-    folder: Path, corpus: Corpus, base: int, with_vectors: bool, durability: str, name: str
+    folder: Path, corpus: Corpus, base: int, with_vectors: bool, durability: str, name: str, page_size: int = 0
 ) -> tuple[GuardedMemory[Any], Callable[[str, Any], Any], str]:
     embedder = LookupEmbedder() if with_vectors else None
     path = folder / f"{name}.db"
     remove(path)
     # durability="normal" is the default (also of versions before the setting existed: the "before" runs)
     extra: dict[str, Any] = {} if durability == "normal" else {"durability": durability}
+    if page_size:  # likewise: only when asked
+        extra["page_size"] = page_size
     memory = SQLiteMemory(path, embedder=embedder, **extra)
     texts = corpus.texts(base)
     if embedder is not None:
         embedder.put(texts, corpus.vectors(base))
     for i in range(0, base, 1000):
         await memory.add([MemoryRecord(scope=USER, text=t) for t in texts[i : i + 1000]])
+    memory.store.checkpoint()  # an empty WAL: its size after the timed adds is what they wrote
 
     def add(text: str, vector: Any) -> Any:
         if embedder is not None:
@@ -180,6 +183,17 @@ def raw(folder: Path, corpus: Corpus, base: int, with_vectors: bool) -> tuple[An
 # -- the run ---------------------------------------------------------------------------
 
 
+def wal_kib(obj: Any, calls: int) -> str:
+    """memoryport's WAL bytes per add (KiB; its WAL was emptied before the calls, warm-up calls included), else –."""
+    if not isinstance(obj, GuardedMemory):
+        return "–"
+    try:
+        size = os.path.getsize(str(obj.store.path) + "-wal")
+    except OSError:
+        return "–"
+    return f"{size / (calls + 3) / 1024:.1f}"  # interleaved() warms each system with 3 calls first
+
+
 def feeder(fn: Callable[[str, Any], Any], texts: list[str], vecs: Any) -> Callable[[int], Any]:
     """Call ``fn`` with the next unused text and vector each time (texts are shared, never repeated)."""
     counter = iter(range(len(texts)))
@@ -204,6 +218,9 @@ async def compare(args: argparse.Namespace, folder: Path) -> str:
                 )
             except Exception as exc:  # a memoryport before durability= existed refuses it
                 print(f"skipped {label}: {exc}", file=sys.stderr)
+        for size in args.page_size:
+            label = f"memoryport SQLiteMemory (page_size={size:,})"
+            systems[label] = await memoryport(folder, corpus, args.base, with_vectors, "normal", f"mp-p{size}", size)
         skipped = []
         for wal, label in (
             (False, "LangGraph SqliteStore (as shipped)"),
@@ -221,14 +238,22 @@ async def compare(args: argparse.Namespace, folder: Path) -> str:
         except Exception as exc:
             skipped.append(f"{floor}: {type(exc).__name__}: {exc}")
         n = args.adds
-        texts = corpus.texts(n * len(systems) + 16)
+        texts = corpus.texts((n + 3) * len(systems) + 16)
         vecs = corpus.vectors(len(texts))
         times = await interleaved({label: feeder(s[1], texts, vecs) for label, s in systems.items()}, n)
         base = med(times[next(iter(times))])
-        rows = [[label, med(t), p95(t), med(t) / base, systems[label][2]] for label, t in times.items()]
+        rows = [
+            [label, med(t), p95(t), med(t) / base, wal_kib(systems[label][0], len(t)), systems[label][2]]
+            for label, t in times.items()
+        ]
         kind = "with a given 384-d vector" if with_vectors else "keyword-only"
         out.append(f"\n### Add one record, {kind}, on top of {args.base:,} records ({n} interleaved calls each)\n")
-        out.append(table(["system", "median ms", "p95 ms", "x memoryport normal", "journal, synchronous"], rows))
+        out.append(
+            table(
+                ["system", "median ms", "p95 ms", "x memoryport normal", "WAL KiB per add", "journal, synchronous"],
+                rows,
+            )
+        )
         out.extend(f"\nskipped: {s}" for s in skipped)
         for obj, _, _ in systems.values():
             if isinstance(obj, GuardedMemory):
@@ -391,6 +416,13 @@ async def main(argv: list[str] | None = None) -> str:
         "--no-fsync",
         action="store_true",
         help="only the systems that do not fsync per add (an fsync's wait leaves the next call's CPU caches cold)",
+    )
+    parser.add_argument(
+        "--page-size",
+        type=int,
+        nargs="+",
+        default=[],
+        help="also time memoryport (durability='normal') in files created with these page sizes",
     )
     parser.add_argument("--folder", help="scratch folder (default: a temporary one)")
     args = parser.parse_args(argv)

@@ -53,15 +53,19 @@ USER = "bench"
 class Memoryport:
     """The public ``SQLiteMemory.add`` (the guard included), keyword-only or with given vectors."""
 
-    def __init__(self, data: Data, folder: Path, n: int, *, vectors: bool, port: bool = False) -> None:
+    def __init__(
+        self, data: Data, folder: Path, n: int, *, vectors: bool, port: bool = False, page_size: int | None = None
+    ) -> None:
         self.kind = "with given vectors" if vectors else "keyword-only"
         self.label = f"memoryport, {self.kind}" + (", port alone (no guard)" if port else "")
-        self.path = folder / f"mp-{int(vectors)}{int(port)}-{n}.db"
+        if page_size is not None:
+            self.label += f", page_size={page_size:,}"
+        self.path = folder / f"mp-{int(vectors)}{int(port)}-{page_size or 0}-{n}.db"
         embedder = None
         if vectors:
             embedder = LookupEmbedder()
             embedder.put(data.texts[:n], data.vectors[:n])
-        self.memory = SQLiteMemory(self.path, embedder=embedder)
+        self.memory = SQLiteMemory(self.path, embedder=embedder, page_size=page_size)
         scope = MemoryScope(user_id=USER)
         # Fresh records without ids, built outside the timing (as a host holds them before add).
         self.records = [MemoryRecord(scope=scope, text=t) for t in data.texts[:n]]
@@ -135,7 +139,7 @@ class Peer:
         await self.system.close()
 
 
-def systems(data: Data, folder: Path, n: int, peers: Sequence[str]) -> list[Any]:
+def systems(data: Data, folder: Path, n: int, peers: Sequence[str], page_sizes: Sequence[int] = ()) -> list[Any]:
     out: list[Any] = [
         Memoryport(data, folder, n, vectors=False),
         Memoryport(data, folder, n, vectors=True),
@@ -143,18 +147,22 @@ def systems(data: Data, folder: Path, n: int, peers: Sequence[str]) -> list[Any]
         Floor(data, folder, n, vectors=False),
         Floor(data, folder, n, vectors=True),
     ]
+    for size in page_sizes:  # the same public add into files created with other page sizes
+        out += [Memoryport(data, folder, n, vectors=v, page_size=size) for v in (False, True)]
     out += [Peer(OPTIONAL[label][0], data, folder, n) for label in peers]
     return out
 
 
-async def bench(data: Data, n: int, runs: int, folder: Path, peers: Sequence[str]) -> list[list[Any]]:
+async def bench(
+    data: Data, n: int, runs: int, folder: Path, peers: Sequence[str], page_sizes: Sequence[int] = ()
+) -> list[list[Any]]:
     wall: dict[str, list[float]] = {}
     cpu: dict[str, list[float]] = {}
     kinds: dict[str, str] = {}
     for run in range(runs):
         run_folder = folder / f"run{run}"
         run_folder.mkdir(exist_ok=True)
-        made = systems(data, run_folder, n, peers)
+        made = systems(data, run_folder, n, peers, page_sizes)
         shift = run % len(made)
         for system in made[shift:] + made[:shift]:  # a rotating order: no system always runs first
             c0, w0 = time.process_time(), time.perf_counter()
@@ -197,6 +205,13 @@ async def main(argv: Sequence[str] | None = None) -> str:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-peers", action="store_true", help="memoryport and the floor only")
     parser.add_argument("--peers", nargs="+", choices=sorted(PEERS), default=sorted(PEERS), help="peers to run")
+    parser.add_argument(
+        "--page-size",
+        type=int,
+        nargs="+",
+        default=[],
+        help="also load memoryport files created with these page sizes (SQLiteMemory(page_size=...))",
+    )
     parser.add_argument("--quick", action="store_true", help="2,000 records, one run: checks that the harness runs")
     parser.add_argument("--dir", default=None, help="scratch folder (default: a temporary one)")
     parser.add_argument("--out", default=None, help="also write the tables to this Markdown file")
@@ -220,7 +235,7 @@ async def main(argv: Sequence[str] | None = None) -> str:
     print("\n".join(lines), flush=True)
     for n in args.records:
         data = Data(n, 0, 0)
-        rows = await bench(data, n, args.runs, folder, peers)
+        rows = await bench(data, n, args.runs, folder, peers, args.page_size)
         text = (
             f"\n### Bulk add, batches of {BATCH:,} (records/s; wall: median, min, max of {args.runs} runs; "
             "CPU: records per CPU second of the process)\n\n"

@@ -35,6 +35,7 @@ from memoryport._records import new_ids
 from memoryport.adapters.sqlite import load_driver
 
 BATCH = 1_000
+BLOCK = 16  # vectors per row in shape V6
 TENANT = "t123456789012345678901234"  # a tenant token's length
 
 REC_MIN = "CREATE TABLE records(rid INTEGER PRIMARY KEY, user_id TEXT, text TEXT NOT NULL, created_at INTEGER)"
@@ -67,7 +68,7 @@ class Shape:
     full: bool = False  # memoryport's records columns (else the floor's four)
     tenant: bool = False  # the FTS5 tenant column
     fts_select: bool = False  # FTS5 rows by INSERT ... SELECT from records
-    vectors: str = ""  # "", "rows" (bound), "sql" (one statement), "chunk" (one BLOB per batch)
+    vectors: str = ""  # "", "rows" (bound), "sql" (one statement), "chunk" (one BLOB per batch), "block" (16 a row)
     page: int = 4096
     extra: list[str] = field(default_factory=list)
 
@@ -89,6 +90,10 @@ SHAPES = [
         vectors="sql",
     ),
     Shape("V3 V2 with 16 KiB pages", [REC_FULL, *INDEXES, FTS_TENANT, VECTORS], True, True, True, "sql", 16384),
+    Shape("V3a V2 with 8 KiB pages", [REC_FULL, *INDEXES, FTS_TENANT, VECTORS], True, True, True, "sql", 8192),
+    Shape(
+        "V6 K4 + blocks of 16 vectors (a row each)", [REC_FULL, *INDEXES, FTS_TENANT, CHUNKS], True, True, True, "block"
+    ),
     Shape("V4 floor + one BLOB per batch", [REC_MIN, FTS_BODY, CHUNKS], vectors="chunk"),
     Shape("V5 K4 + one BLOB per batch", [REC_FULL, *INDEXES, FTS_TENANT, CHUNKS], True, True, True, "chunk"),
 ]
@@ -150,6 +155,10 @@ def load(shape: Shape, folder: str, texts: list[str], ids: list[str], vectors: A
                 timed("vectors", "INSERT INTO vectors VALUES (?, ?)", rows, many=True)
             elif shape.vectors == "sql":
                 timed("vectors", VECTORS_SQL, (i + 1, blob, end - i, size))
+            elif shape.vectors == "block":
+                step = BLOCK * size
+                blocks = [(i + 1 + k // size, blob[k : k + step]) for k in range(0, len(blob), step)]
+                timed("vectors", "INSERT INTO vector_chunks VALUES (?, ?)", blocks, many=True)
             else:
                 timed("vectors", "INSERT INTO vector_chunks VALUES (?, ?)", (i + 1, blob))
         timed("commit", "COMMIT", ())

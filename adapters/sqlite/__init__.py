@@ -73,6 +73,7 @@ def SQLiteMemory(
     inline_writes: bool = True,
     ann_threshold: int | None = None,
     share_index: bool | None = None,
+    page_size: int | None = None,
     date_weight: float = DATE_WEIGHT,
     previous_weight: float = PREVIOUS_WEIGHT,
     previous_mode: str = PREVIOUS_MODE,
@@ -164,6 +165,14 @@ def SQLiteMemory(
             ``$MEMORYPORT_SHARE_INDEX`` is ``0``/``off``/``false``/``no``;
             ``False``: each process keeps its own copy. Where tmpfs cannot be
             used, each process keeps its own copy (same hits).
+        page_size: the SQLite page size in bytes of a file this call creates
+            (a power of two from 4,096 to 65,536); ``None``: 4,096. A file
+            keeps the size it was created with (in WAL mode SQLite cannot
+            change it): opening an existing file with another ``page_size``
+            raises :class:`~memoryport.UsageError`. 16,384 loads records with
+            vectors in bulk about 1.5x as fast (a 1.5 KB vector fills a 4 KiB
+            page with two rows) and costs a single add more WAL bytes and CPU:
+            docs/benchmarks-sqlite.md, "Bulk add, round five".
         date_weight: keyword and hybrid search lift records written on the
             date a query names ("on 7 July, 2023", "in May 2022": see
             :func:`memoryport.ranking.query_dates`) by this much (normalised
@@ -247,6 +256,7 @@ def SQLiteMemory(
         inline_writes=inline_writes,
         ann_threshold=ann_threshold,
         share_index=share_index,
+        page_size=page_size,
         date_weight=date_weight,
         previous_weight=previous_weight,
         previous_mode=previous_mode,

@@ -26,6 +26,8 @@ from ._rows import FILE_ROW, SLOT_MAX, Conn, fts_rowid, tenant_token
 __all__ = [
     "FTS_DDL",
     "MIGRATIONS",
+    "PAGE_SIZE",
+    "PAGE_SIZES",
     "SCHEMA_VERSION",
     "SECURE_DELETE_FTS5",
     "SLOTS_VERSION",
@@ -92,6 +94,12 @@ FTS_DDL = (
     "tokenize='porter unicode61 remove_diacritics 2')"
 )
 SECURE_DELETE_FTS5 = (3, 42, 0)
+
+#: The page size of a new file unless ``page_size`` says otherwise (SQLite's own default), and the sizes allowed.
+#: Larger pages load vectors in bulk faster and cost a single add more (docs/benchmarks-sqlite.md, "Bulk add, round
+#: five"); a file keeps the size it was created with (WAL mode cannot change it).
+PAGE_SIZE = 4096
+PAGE_SIZES = (4096, 8192, 16384, 32768, 65536)
 
 
 def meta_int(path: str, key: str, value: Any) -> int:
@@ -192,6 +200,7 @@ def rekey_fts(conn: Conn) -> int:
 def open_file(
     db: Database,
     *,
+    page_size: int | None = None,
     use_fts5: bool,
     embedder: EmbeddingPort | None,
     sqlite_version: tuple[int, ...],
@@ -203,7 +212,7 @@ def open_file(
     file or its folder cannot be written. Every failure is a typed error naming
     the path; the connections are closed after one.
     """
-    opening = _Opening(db, use_fts5, embedder, sqlite_version, driver_name)
+    opening = _Opening(db, use_fts5, embedder, sqlite_version, driver_name, page_size)
     try:
         return opening.open()
     except db.driver.OperationalError as exc:
@@ -260,11 +269,15 @@ class _Opening:
     embedder: EmbeddingPort | None
     sqlite_version: tuple[int, ...]
     driver_name: str
+    page_size: int | None = None
 
     def open(self) -> str:
         db = self.db
         conn = db.conn()
         if db.read_only is None:
+            # Takes effect only on a file without tables yet (before WAL mode writes its first page); a file
+            # keeps its size, checked in _open.
+            conn.execute(f"PRAGMA page_size = {int(self.page_size or PAGE_SIZE)}")
             conn.execute("PRAGMA journal_mode = WAL")
             tighten(db.path)
         kind, pending = db.transaction(conn, self._open, immediate=db.read_only is None)
@@ -288,6 +301,14 @@ class _Opening:
                 f"{db.path} has schema version {version}, newer than this memoryport "
                 f"({SCHEMA_VERSION}); upgrade memoryport"
             )
+        if self.page_size is not None and version:
+            size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+            if size != self.page_size:
+                raise UsageError(
+                    f"{db.path} has pages of {size:,} bytes, not page_size={self.page_size:,}: a file keeps the "
+                    "page size it was created with (open it without page_size, or copy its records into a new "
+                    "file with copy_memories)"
+                )
         if db.read_only is not None:
             return self._open_read_only(conn, version), 0
         created = version == 0

@@ -67,7 +67,7 @@ from ._rows import (
     us,
     us_all,
 )
-from ._schema import SCHEMA_VERSION, SECURE_DELETE_FTS5, bump, open_file, tenant_slots
+from ._schema import PAGE_SIZES, SCHEMA_VERSION, SECURE_DELETE_FTS5, bump, open_file, tenant_slots
 from ._search import recent, search_hits
 from ._shm import share_setting
 from ._timeline import Timelines
@@ -374,6 +374,7 @@ class SQLiteStore:
         inline_writes: bool = True,
         ann_threshold: int | None = None,
         share_index: bool | None = None,
+        page_size: int | None = None,
         date_weight: float = ranking.DATE_WEIGHT,
         previous_weight: float = ranking.PREVIOUS_WEIGHT,
         previous_mode: str = ranking.PREVIOUS_MODE,
@@ -408,6 +409,11 @@ class SQLiteStore:
         if ann_threshold is not None:
             ann_threshold = check_int(ann_threshold, "ann_threshold", minimum=1)
         share = share_setting(share_index)
+        if page_size is not None and (check_int(page_size, "page_size") not in PAGE_SIZES):
+            raise InvalidInput(
+                f"page_size must be a power of two from {PAGE_SIZES[0]:,} to {PAGE_SIZES[-1]:,}, not {page_size!r}",
+                field="page_size",
+            )
         date_weight = check_number(date_weight, "date_weight", minimum=0.0, maximum=1.0)
         previous_weight = check_number(previous_weight, "previous_weight", minimum=0.0, maximum=1.0)
         if not isinstance(previous_mode, str) or previous_mode not in ranking.PREVIOUS_MODES:
@@ -461,6 +467,7 @@ class SQLiteStore:
         self.db = Database(self.path, self.driver, busy_timeout=busy_timeout, backend=self.name, durability=durability)
         self.keyword_index = open_file(
             self.db,
+            page_size=page_size,
             use_fts5=use_fts5,
             embedder=embedder,
             sqlite_version=self.sqlite_version,
@@ -991,7 +998,7 @@ class SQLiteStore:
         return _erasure.checkpoint(self.db)
 
     def stats(self) -> dict[str, Any]:
-        """Record and vector counts, schema version, embedder, driver and SQLite version.
+        """Record and vector counts, schema version, page size, embedder, driver and SQLite version.
 
         Example:
             >>> memory.store.stats()["records"]  # doctest: +SKIP
@@ -1004,6 +1011,7 @@ class SQLiteStore:
                 "records": conn.execute("SELECT count(*) FROM records").fetchone()[0],
                 "vectors": conn.execute("SELECT count(*) FROM vectors").fetchone()[0],
                 "schema_version": int(meta["schema_version"]),
+                "page_size": int(conn.execute("PRAGMA page_size").fetchone()[0]),
                 "keyword_index": self.keyword_index,
                 "fts_secure_delete": self.fts_secure_delete,
                 "embedder": meta.get("embedder_name"),

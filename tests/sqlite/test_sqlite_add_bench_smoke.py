@@ -17,3 +17,9 @@ async def test_sqlite_add_bench_runs_at_a_tiny_size(tmp_path: Path, profile: boo
         assert "`COMMIT`" in text and "empty hop" in text
     else:
         assert "durability='full'" in text and "wal, synchronous=NORMAL" in text and "synchronous=FULL" in text
+
+
+@pytest.mark.anyio
+async def test_sqlite_add_bench_times_another_page_size(tmp_path: Path) -> None:
+    text = await main(["--quick", "--no-fsync", "--page-size", "16384", "--folder", str(tmp_path)])
+    assert "memoryport SQLiteMemory (page_size=16,384)" in text and "WAL KiB per add" in text

@@ -23,3 +23,14 @@ class TestSQLiteContract(MemoryContract):
         m = GuardedMemory(SQLiteStore(tmp_path / "memory.db", embedder=embedder, driver=driver))
         yield m
         await m.aclose()
+
+
+class TestSQLiteContract16KPages(MemoryContract):
+    """The same contract in a file created with ``page_size=16384`` (the bulk-load setting), with vectors."""
+
+    @pytest.fixture
+    async def memory(self, tmp_path: Path) -> AsyncIterator[GuardedMemory[SQLiteStore]]:
+        m = GuardedMemory(SQLiteStore(tmp_path / "memory.db", embedder=bow_embedder(), page_size=16384))
+        assert m.store.stats()["page_size"] == 16384
+        yield m
+        await m.aclose()

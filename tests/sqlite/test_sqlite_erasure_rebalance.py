@@ -179,7 +179,14 @@ class Workload:
 
 
 def run(
-    db_path: str, driver: str, seed: int, *, use_fts5: bool, with_embedder: bool, index: bool = False
+    db_path: str,
+    driver: str,
+    seed: int,
+    *,
+    use_fts5: bool,
+    with_embedder: bool,
+    index: bool = False,
+    page_size: int | None = None,
 ) -> tuple[list[str], list[str]]:
     """Run one random workload; return (erased markers still in the files, live markers missing)."""
     rng = random.Random(seed)
@@ -191,6 +198,7 @@ def run(
         driver=driver,
         use_fts5=use_fts5,
         ann_threshold=1 if index else None,
+        page_size=page_size,
     )
     work = Workload(memory, rng)
     texts: dict[str, str] = {}  # text marker -> text, for the codes of the index
@@ -249,5 +257,17 @@ def test_no_erased_byte_survives_page_rebalancing(
 def test_no_erased_vector_code_survives_in_the_index(tmp_path: object, driver: str, seed: int) -> None:
     db_path = os.path.join(str(tmp_path), "memory.db")
     survivors, missing = run(db_path, driver, seed, use_fts5=True, with_embedder=True, index=True)
+    assert missing == []
+    assert survivors == [], f"{len(survivors)} erased markers or codes still in the files: {survivors[:5]}"
+
+
+@pytest.mark.parametrize("index", [False, True], ids=["exact", "index"])
+@pytest.mark.parametrize("seed", range(min(SEEDS, 4)))
+def test_no_erased_byte_survives_in_a_file_of_16k_pages(tmp_path: object, driver: str, seed: int, index: bool) -> None:
+    """The same workloads in a file created with ``page_size=16384`` (ten vectors a page instead of two)."""
+    db_path = os.path.join(str(tmp_path), "memory.db")
+    survivors, missing = run(db_path, driver, seed, use_fts5=True, with_embedder=True, index=index, page_size=16384)
+    with open(db_path, "rb") as f:
+        assert int.from_bytes(f.read(18)[16:18], "big") == 16384  # the file's header: 16 KiB pages
     assert missing == []
     assert survivors == [], f"{len(survivors)} erased markers or codes still in the files: {survivors[:5]}"
