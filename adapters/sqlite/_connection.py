@@ -15,7 +15,7 @@ import urllib.request
 import weakref
 from collections.abc import Callable
 from types import ModuleType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from memoryport._errors import BackendError, UsageError
 
@@ -397,6 +397,31 @@ class Database:
                 after()
             due = self.wrote(pages_of(conn.total_changes - before))
             return result, bool(pending) or due
+        finally:
+            self.write_lock.release()
+
+    def insert_here(self, sql: str, params: tuple[Any, ...]) -> tuple[int, bool] | None:
+        """One statement as a transaction of its own (autocommit) on the caller's thread; None if it would wait.
+
+        What :meth:`write_here` does for a write of one statement, without its
+        ``BEGIN IMMEDIATE`` and ``COMMIT`` (two statements, ~8 µs of a ~30 µs
+        logged add): SQLite runs a statement outside a transaction in one of its
+        own, committed when the statement ends. Returns the rows it changed and
+        whether a checkpoint is due (the caller hands it to the writer thread);
+        None (nothing written) when another thread or process holds the write
+        lock. Never drains the write-behind log: it is the log's own add.
+        """
+        if not self.write_lock.acquire(blocking=False):
+            return None
+        try:
+            conn = self._writer_here()
+            try:
+                changed = int(conn.execute(sql, params).rowcount)
+            except self.driver.OperationalError as exc:
+                if is_busy(exc):
+                    return None
+                raise
+            return changed, self.wrote(2 * changed)  # a table page and its id index's per row
         finally:
             self.write_lock.release()
 
