@@ -12,7 +12,9 @@ precomputed-vector embedder: no model time). Calls are interleaved system by
 system, rotating the order, so ratios share the machine's noise; medians and p95.
 
 - **memoryport**: the public ``await memory.add([record])`` of ``SQLiteMemory``
-  (the guard included), at ``durability="normal"`` and ``"full"``.
+  (the guard included), at ``durability="normal"`` and ``"full"``, and with
+  ``write_behind=True`` (the add commits one row to the file's log; a thread
+  drains it into the tables in batches: docs/sqlite.md, "Write-behind").
 - **LangGraph SqliteStore** (``langgraph-checkpoint-sqlite``): ``store.put``;
   with vectors, ``index={"dims": 384, "embed": ...}`` (it stores them with sqlite-vec).
 - **raw SQLite / sqlite-vec**: the floor: one transaction of a plain row plus an
@@ -20,6 +22,11 @@ system, rotating the order, so ratios share the machine's noise; medians and p95
 
 The durability (``journal_mode``, ``synchronous``) each system ran at is read
 back from its connection and printed beside the table.
+
+After the table, for the default and ``write_behind=True`` side by side
+(interleaved): the records added per CPU second of the process (every thread:
+the drain's work counts) in a tight loop of single adds, the log drained at the
+end; and what a search costs right after an add (with the log, it drains first).
 
 ``--no-fsync`` leaves out the two systems that fsync on every add (memoryport
 at ``durability="full"``, LangGraph as shipped): while a call waits ~10 ms for
@@ -68,7 +75,14 @@ def pragmas(conn: Any) -> str:
 
 
 async def memoryport(
-    folder: Path, corpus: Corpus, base: int, with_vectors: bool, durability: str, name: str, page_size: int = 0
+    folder: Path,
+    corpus: Corpus,
+    base: int,
+    with_vectors: bool,
+    durability: str,
+    name: str,
+    page_size: int = 0,
+    write_behind: bool = False,
 ) -> tuple[GuardedMemory[Any], Callable[[str, Any], Any], str]:
     embedder = LookupEmbedder() if with_vectors else None
     path = folder / f"{name}.db"
@@ -77,6 +91,8 @@ async def memoryport(
     extra: dict[str, Any] = {} if durability == "normal" else {"durability": durability}
     if page_size:  # likewise: only when asked
         extra["page_size"] = page_size
+    if write_behind:  # likewise: a version without the option refuses it (the row is skipped)
+        extra["write_behind"] = True
     memory = SQLiteMemory(path, embedder=embedder, **extra)
     texts = corpus.texts(base)
     if embedder is not None:
@@ -211,13 +227,14 @@ async def compare(args: argparse.Namespace, folder: Path) -> str:
     for with_vectors in (False, True):
         systems: dict[str, tuple[Any, Callable[[str, Any], Any], str]] = {}
         for durability in ("normal",) if args.no_fsync else ("normal", "full"):
-            label = f"memoryport SQLiteMemory (durability={durability!r})"
-            try:
-                systems[label] = await memoryport(
-                    folder, corpus, args.base, with_vectors, durability, f"mp-{durability}"
-                )
-            except Exception as exc:  # a memoryport before durability= existed refuses it
-                print(f"skipped {label}: {exc}", file=sys.stderr)
+            for wb in (False, True):
+                label = f"memoryport SQLiteMemory (durability={durability!r}{', write_behind' if wb else ''})"
+                try:
+                    systems[label] = await memoryport(
+                        folder, corpus, args.base, with_vectors, durability, f"mp-{durability}-{wb}", write_behind=wb
+                    )
+                except Exception as exc:  # a memoryport before durability= or write_behind= existed refuses it
+                    print(f"skipped {label}: {exc}", file=sys.stderr)
         for size in args.page_size:
             label = f"memoryport SQLiteMemory (page_size={size:,})"
             systems[label] = await memoryport(folder, corpus, args.base, with_vectors, "normal", f"mp-p{size}", size)
@@ -242,15 +259,33 @@ async def compare(args: argparse.Namespace, folder: Path) -> str:
         vecs = corpus.vectors(len(texts))
         times = await interleaved({label: feeder(s[1], texts, vecs) for label, s in systems.items()}, n)
         base = med(times[next(iter(times))])
+        lg = "LangGraph SqliteStore (WAL, NORMAL)"
+        lg_med = med(times[lg]) if lg in times else float("nan")
         rows = [
-            [label, med(t), p95(t), med(t) / base, wal_kib(systems[label][0], len(t)), systems[label][2]]
+            [
+                label,
+                med(t),
+                p95(t),
+                med(t) / base,
+                med(t) / lg_med,
+                wal_kib(systems[label][0], len(t)),
+                systems[label][2],
+            ]
             for label, t in times.items()
         ]
         kind = "with a given 384-d vector" if with_vectors else "keyword-only"
         out.append(f"\n### Add one record, {kind}, on top of {args.base:,} records ({n} interleaved calls each)\n")
         out.append(
             table(
-                ["system", "median ms", "p95 ms", "x memoryport normal", "WAL KiB per add", "journal, synchronous"],
+                [
+                    "system",
+                    "median ms",
+                    "p95 ms",
+                    "x memoryport normal",
+                    "x LangGraph (WAL, NORMAL)",
+                    "WAL KiB per add",
+                    "journal, synchronous",
+                ],
                 rows,
             )
         )
@@ -262,7 +297,73 @@ async def compare(args: argparse.Namespace, folder: Path) -> str:
                 obj.close()
             elif hasattr(obj, "conn"):
                 obj.conn.close()
+        out.append(await drain_costs(args, folder, corpus, with_vectors))
     return "\n".join(out)
+
+
+async def drain_costs(args: argparse.Namespace, folder: Path, corpus: Corpus, with_vectors: bool) -> str:
+    """The default and ``write_behind=True`` side by side: records per CPU second of a tight loop of single
+    adds (every thread of the process counted, the log drained at the end of each block), and a search's
+    time right after an add (with the log: the drain it pays first)."""
+    kind = "with a given 384-d vector" if with_vectors else "keyword-only"
+    systems: dict[str, tuple[GuardedMemory[Any], Callable[[str, Any], Any], str]] = {}
+    for wb in (False, True):
+        label = "write_behind=True" if wb else "default"
+        try:
+            systems[label] = await memoryport(
+                folder, corpus, args.base, with_vectors, "normal", f"drain-{wb}", write_behind=wb
+            )
+        except Exception as exc:  # a memoryport without write_behind=
+            print(f"skipped {label}: {exc}", file=sys.stderr)
+    if len(systems) < 2:
+        for memory, _, _ in systems.values():
+            await memory.aclose()
+        return ""
+    n = args.adds
+    block = max(10, n // 4)
+    texts = corpus.texts(2 * (4 * block + 2 * n) + 16)
+    vecs = corpus.vectors(len(texts))
+    feeds = {label: feeder(s[1], texts[i::2], vecs[i::2]) for i, (label, s) in enumerate(systems.items())}
+    # Records per CPU second: blocks of single adds, alternated, each ended by a read (which drains the log).
+    cpu: dict[str, float] = dict.fromkeys(systems, 0.0)
+    added: dict[str, int] = dict.fromkeys(systems, 0)
+    for b in range(4):
+        for label in list(systems)[b % 2 :] + list(systems)[: b % 2]:
+            memory = systems[label][0]
+            start = time.process_time()
+            for i in range(block):
+                await feeds[label](i)
+            await memory.count(USER)  # drains what the log still holds: its work counts
+            cpu[label] += time.process_time() - start
+            added[label] += block
+    # A search right after an add, and one right after another search (no add between); the queries are texts
+    # of the base records (their vectors are known to the embedder): hybrid with vectors, keyword without.
+    queries = corpus.texts(min(64, args.base))
+    after: dict[str, list[float]] = {label: [] for label in systems}
+    alone: dict[str, list[float]] = {label: [] for label in systems}
+    for i in range(n):
+        for label in list(systems)[i % 2 :] + list(systems)[: i % 2]:
+            memory = systems[label][0]
+            await feeds[label](i)
+            start = time.perf_counter()
+            await memory.search(queries[i % len(queries)], scope=USER, k=10)
+            after[label].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            await memory.search(queries[(i + 1) % len(queries)], scope=USER, k=10)
+            alone[label].append(time.perf_counter() - start)
+    for memory, _, _ in systems.values():
+        await memory.aclose()
+    rows = [[label, added[label] / cpu[label], med(after[label]), med(alone[label])] for label in systems]
+    head = f"\n### The drain's cost, {kind}, on top of {args.base:,} records\n"
+    return head + table(
+        [
+            "SQLiteMemory, durability='normal'",
+            f"records per CPU second ({4 * block // 2} single adds each, all threads)",
+            f"search right after an add, median ms ({n})",
+            "search after a search, median ms",
+        ],
+        rows,
+    )
 
 
 class TimedConn:
@@ -334,14 +435,19 @@ async def profile(args: argparse.Namespace, folder: Path) -> str:
     for with_vectors in (False, True):
         memory, _, _ = await memoryport(folder, corpus, args.base, with_vectors, "normal", "profile")
         store: Any = memory.store
+        wb_memory, _, _ = await memoryport(
+            folder, corpus, args.base, with_vectors, "normal", "profile-wb", write_behind=True
+        )
+        wb_store: Any = wb_memory.store
         null = GuardedMemory(NullStore())  # type: ignore[arg-type]  # a duck-typed store
         floor_conn, floor_add, _ = raw(folder, corpus, args.base, with_vectors)
         n = args.adds
-        texts = corpus.texts(7 * n + 8)
+        texts = corpus.texts(9 * n + 8)
         vecs = corpus.vectors(len(texts))
-        floor = feeder(floor_add, texts[6 * n :], vecs[6 * n :])
+        floor = feeder(floor_add, texts[8 * n :], vecs[8 * n :])
         if with_vectors:
             store.embedder.put(texts, vecs)
+            wb_store.embedder.put(texts, vecs)
         # Without ids: the guard makes one per record, as for a host's add.
         recs = iter([MemoryRecord(scope=USER, text=t) for t in texts])
         with_ids = iter([MemoryRecord(scope=USER, text=t, id=f"p{i}") for i, t in enumerate(texts)])
@@ -350,6 +456,8 @@ async def profile(args: argparse.Namespace, folder: Path) -> str:
             for k in (
                 "public add (guard + port)",
                 "port add (no guard; the record has an id)",
+                "public add, write_behind=True (guard + one log row)",
+                "port add, write_behind=True (no guard; one log row)",
                 "guard alone (over a store that stores nothing)",
                 "port add on a worker thread (the hop, as with durability='full')",
                 "empty hop to a worker thread and back",
@@ -361,7 +469,11 @@ async def profile(args: argparse.Namespace, folder: Path) -> str:
             # Rotating the order: the call right after a hop runs on a colder core.
             for name in names[i % len(names) :] + names[: i % len(names)]:
                 wall, cpu = time.perf_counter(), time.thread_time()
-                if name.startswith("public add"):
+                if name.startswith("public add, write_behind"):
+                    await wb_memory.add([next(recs)])
+                elif name.startswith("port add, write_behind"):
+                    await wb_store.add([next(with_ids)])
+                elif name.startswith("public add"):
                     await memory.add([next(recs)])
                 elif name.startswith("port add (no guard"):
                     await store.add([next(with_ids)])
@@ -386,6 +498,19 @@ async def profile(args: argparse.Namespace, folder: Path) -> str:
             await memory.add([next(recs)])
             whole.append((time.perf_counter() - wall, time.thread_time() - cpu))
         store.db._writer = real
+        # The same for a write_behind add (its drain thread, which would run on the same connection, not woken).
+        wb_steps: dict[str, list[tuple[float, float]]] = {}
+        wb_whole: list[tuple[float, float]] = []
+        wb_real = wb_store.db.writer()
+        wb_store.db._writer = TimedConn(wb_real, wb_steps)
+        await wb_memory.count(USER)  # the log drained before timing; then the drain thread is not woken
+        wb_store._logged_more = lambda n: None
+        for _ in range(n):
+            wall, cpu = time.perf_counter(), time.thread_time()
+            await wb_memory.add([next(recs)])
+            wb_whole.append((time.perf_counter() - wall, time.thread_time() - cpu))
+        wb_store.db._writer = wb_real
+        await wb_memory.aclose()
         await memory.aclose()
         floor_conn.close()
         kind = "with a given vector" if with_vectors else "keyword-only"
@@ -402,6 +527,8 @@ async def profile(args: argparse.Namespace, folder: Path) -> str:
                 1,
             ]
         )
+        rows.append(_row("= public add with write_behind=True, statements timed (below)", wb_whole, n))
+        rows += [_row(f"`{k}`", v, n) for k, v in wb_steps.items()]
         out.append(table(["step", "median µs (wall)", "median µs (thread CPU)", "per add"], rows))
     return "\n".join(out)
 

@@ -17,6 +17,7 @@ async def test_sqlite_add_bench_runs_at_a_tiny_size(tmp_path: Path, profile: boo
         assert "`COMMIT`" in text and "empty hop" in text
     else:
         assert "durability='full'" in text and "wal, synchronous=NORMAL" in text and "synchronous=FULL" in text
+        assert "durability='normal', write_behind" in text and "records per CPU second" in text
 
 
 @pytest.mark.anyio
