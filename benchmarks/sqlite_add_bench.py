@@ -336,9 +336,12 @@ async def drain_costs(args: argparse.Namespace, folder: Path, corpus: Corpus, wi
             await memory.count(USER)  # drains what the log still holds: its work counts
             cpu[label] += time.process_time() - start
             added[label] += block
-    # A search right after an add, and one right after another search (no add between); the queries are texts
-    # of the base records (their vectors are known to the embedder): hybrid with vectors, keyword without.
-    queries = corpus.texts(min(64, args.base))
+    # A search right after an add, and one right after another search (no add between): three words of a base
+    # record each (given vectors of their own: hybrid with vectors, keyword without).
+    queries = [" ".join(t.split()[:3]) for t in corpus.texts(min(64, args.base))]
+    if with_vectors:
+        for memory, _, _ in systems.values():
+            memory.store.embedder.put(queries, corpus.vectors(len(queries)))
     after: dict[str, list[float]] = {label: [] for label in systems}
     alone: dict[str, list[float]] = {label: [] for label in systems}
     for i in range(n):
