@@ -113,10 +113,15 @@ class NullStore:
 Call = Callable[[], Awaitable[Any]]
 
 
-def null_operations(memory: GuardedMemory[Any], store: NullStore) -> dict[str, tuple[Call, Call]]:
-    """Each operation as (through the guard, on the store alone), with fresh records where the guard needs them."""
-    fresh = (MemoryRecord(scope=USER, text=f"a new note {i} about tea") for i in range(10**9))
-    given = (MemoryRecord(scope=USER, text=f"note {i}", id=f"g{i}", metadata={"kind": "fact"}) for i in range(10**9))
+def null_operations(memory: GuardedMemory[Any], store: NullStore, records: int) -> dict[str, tuple[Call, Call]]:
+    """Each operation as (through the guard, on the store alone), with fresh records where the guard needs them.
+
+    The records are built beforehand (``records`` of each kind): building one is the caller's cost, not the guard's.
+    """
+    fresh = iter([MemoryRecord(scope=USER, text=f"a new note {i} about tea") for i in range(records)])
+    given = iter(
+        [MemoryRecord(scope=USER, text=f"note {i}", id=f"g{i}", metadata={"kind": "fact"}) for i in range(records)]
+    )
     one = [store.records[0]]
     ids = ["r0"]
     hundred = [MemoryRecord(scope=USER, text=f"bulk note {i}") for i in range(100)]
@@ -172,7 +177,7 @@ async def cold(ops: dict[str, Call], calls: int) -> dict[str, float]:
 async def over_null(calls: int) -> dict[str, dict[str, float]]:
     store = NullStore()
     memory = GuardedMemory(store)  # type: ignore[arg-type]  # a duck-typed store
-    ops = null_operations(memory, store)
+    ops = null_operations(memory, store, 9 * calls + max(calls // 4, 20) + 2)
     for guarded, alone in ops.values():  # warm up (and fail early)
         await guarded()
         await alone()

@@ -133,9 +133,11 @@ class Ranking:
         dead = expires <= now
         if allowed is not None:
             dead |= ~np.isin(rids, allowed)
-        if dead.any():
+        # One C count for both questions (ndarray.any and .sum go through numpy's Python wrappers).
+        n_dead = int(np.count_nonzero(dead))
+        if n_dead:
             scores = np.where(dead, -np.inf, scores)
-        n = min(self.limit, int((~dead).sum()))
+        n = min(self.limit, len(dead) - n_dead)
         if n <= 0:
             return []
         top = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else np.arange(len(scores))

@@ -174,14 +174,24 @@ class _Telemetry:
             "memoryport.embedding.tokens", unit="1", description="Tokens embedded, where known"
         )
 
-    def span(self, operation: str, attributes: Mapping[str, str | int]) -> AbstractContextManager[Any]:
-        """The span of one operation: OpenTelemetry's, or the invalid span when no tracer provider is set."""
+    def span(
+        self, operation: str, backend: str, scope_kind: str | None = None, k: int | None = None
+    ) -> AbstractContextManager[Any]:
+        """The span of one operation: OpenTelemetry's, or the invalid span when no tracer provider is set.
+
+        Its attributes: ``memory.backend``, and ``memory.scope_kind`` and ``memory.k`` when given.
+        """
         trace = self._trace
         if self._global_tracer and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
             # No tracer provider set (yet): the API would make a non-recording span
             # through its proxy (~8 µs a call); the same span, without the detour, nor
-            # a generator-based context manager (~5 µs more per guarded call).
+            # a generator-based context manager (~5 µs more per guarded call), nor its attributes.
             return self._no_span
+        attributes: dict[str, str | int] = {"memory.backend": backend}
+        if scope_kind is not None:
+            attributes["memory.scope_kind"] = scope_kind
+        if k is not None:
+            attributes["memory.k"] = k
         return self._recording_span(operation, attributes)
 
     @contextmanager

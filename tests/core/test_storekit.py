@@ -82,3 +82,23 @@ async def test_undo_does_nothing_on_success() -> None:
     async with Undo("s") as undo:
         undo.push(step)
     assert done == []
+
+
+@pytest.mark.parametrize("scale", [1e-30, 1e-3, 1.0, 1e3, 1e18, 1e37])
+async def test_unit_rows_are_numpys_norm_division_bit_for_bit(scale: float) -> None:
+    import numpy as np
+
+    from memoryport import CallableEmbedder
+    from memoryport.storekit import embed_unit
+
+    rng = np.random.default_rng(17)
+    rows = (rng.standard_normal((64, 384)) * scale).astype(np.float32)
+    rows[3] = 0.0  # a zero row stays zero
+    rows[5, :7] = np.float32(1e-45)  # subnormals
+    with np.errstate(over="ignore"):  # 1e37 squared: both ways overflow to an infinite norm, a zero row
+        got = await embed_unit(CallableEmbedder(lambda texts: rows, dim=384, name="fixed"), ["t"] * 64)
+        norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    expected = np.ascontiguousarray(rows / np.maximum(norms, 1e-12), dtype=np.float32)
+    assert got.dtype == np.float32 and got.flags.c_contiguous
+    assert np.array_equal(got, expected)
+    assert not got[3].any()
