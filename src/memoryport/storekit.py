@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._embedding import EmbeddingPort, check_matrix
+from ._embedding import EmbeddingPort, all_finite, check_matrix
 from ._errors import EmbeddingError, InvalidInput, UsageError
 from ._port import SearchResults
 from ._records import MemoryHit, MemoryRecord
@@ -259,7 +259,7 @@ def _unit_rows(embedder: EmbeddingPort, rows: Any, n: int) -> npt.NDArray[np.flo
     # its argument handling: ~45 µs of a query's embedding when the CPU caches hold other work.
     norms = np.sqrt(np.add.reduce(matrix * matrix, axis=1, keepdims=True))
     out = np.ascontiguousarray(matrix / np.maximum(norms, 1e-12), dtype=np.float32)
-    if not np.isfinite(out).all():
+    if not all_finite(out):
         raise EmbeddingError(
             f"embedder {embedder.name!r} returned non-finite values", backend=embedder.name, operation="embed"
         )
