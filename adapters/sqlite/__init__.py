@@ -85,6 +85,7 @@ def SQLiteMemory(
     context_key_window: int = CONTEXT_KEY_WINDOW,
     length_weight: float = LENGTH_WEIGHT,
     length_pivot: int = LENGTH_PIVOT,
+    write_behind: bool = False,
     **guard: Unpack[GuardOptions],
 ) -> GuardedMemory[SQLiteStore]:
     """Long-term memory in one SQLite file: FTS5 keyword search, optional vectors, real erasure.
@@ -170,8 +171,9 @@ def SQLiteMemory(
             keeps the size it was created with (in WAL mode SQLite cannot
             change it): opening an existing file with another ``page_size``
             raises :class:`~memoryport.UsageError`. 16,384 loads records with
-            vectors in bulk about 1.5x as fast (a 1.5 KB vector fills a 4 KiB
-            page with two rows) and costs a single add more WAL bytes and CPU:
+            vectors in bulk with 1.2-1.4x the records per CPU second (a 1.5 KB
+            vector fills a 4 KiB page with two rows) and costs a single add
+            10-20% more CPU and three times the WAL bytes; searches the same:
             docs/benchmarks-sqlite.md, "Bulk add, round five".
         date_weight: keyword and hybrid search lift records written on the
             date a query names ("on 7 July, 2023", "in May 2022": see
@@ -220,6 +222,22 @@ def SQLiteMemory(
             is more often the one that answers. 0 turns it off.
         length_pivot: the length in characters from which a record gets all
             of ``length_weight`` (250).
+        write_behind: a small ``add`` (up to 8 records) commits one row per
+            record to a log table in the same file (``inbox``) instead of
+            writing the records, keyword index, vectors and bookkeeping; a
+            thread moves the log into those tables ("drains" it) about 20 ms
+            later or every 256 records, and every read or other write of any
+            process that can write the file drains it first, so a record added
+            is found by the next search exactly as without the option. The add
+            fails as it would without it (a duplicate id, stored or still in
+            the log; a missing embedder; a read-only or closed store). It is
+            exactly as durable as an add without it, at each ``durability``:
+            once it returns, an application crash or kill loses nothing (the
+            next open drains the log); a power loss or OS crash can lose the
+            last commits at ``"normal"``, none at ``"full"``. Off by default.
+            A process that opens the file read-only cannot drain: it sees a
+            logged record once the writer drained it (tens of milliseconds).
+            See docs/sqlite.md, "Write-behind".
         **guard: the guard's options (:class:`~memoryport.GuardOptions`);
             ``retention_days`` also makes the store delete records past it on
             every write to their user and on ``purge()``.
@@ -268,6 +286,7 @@ def SQLiteMemory(
         context_key_window=context_key_window,
         length_weight=length_weight,
         length_pivot=length_pivot,
+        write_behind=write_behind,
     )
     return GuardedMemory(store, **guard)
 

@@ -127,6 +127,13 @@ class Database:
         self._local = threading.local()
         self._connections: list[Conn] = []
         self._conn_lock = threading.Lock()
+        #: Moves the write-behind log (table ``inbox``) into the tables, in the caller's write transaction on
+        #: the given connection (``here``: on the caller's thread, so raise :class:`NotHere` for slow work);
+        #: returns what to do once that transaction committed, or None when the log was empty. Set by the
+        #: store of a file this process can write (None: read-only, nothing can be drained): every write
+        #: transaction runs it first, and every read first drains a log it finds non-empty, so that nothing
+        #: ever sees the file with rows still in the log (see "Write-behind" in ``docs/sqlite.md``).
+        self.drain: Callable[[Conn, bool], Callable[[], None] | None] | None = None
         claim_library(self)
 
     @property
@@ -231,11 +238,26 @@ class Database:
         if conn is None:
             conn = self._local.nowait = self._connect(busy_timeout=0.0)
         conn.execute("BEGIN")
+        if self.drain is not None and self._logged(conn):
+            # The write-behind log holds adds: drain them here if that needs no waiting, else NotHere.
+            conn.execute("COMMIT")
+            if self.write_here(_drained, drain=True) is None:
+                raise NotHere
+            conn.execute("BEGIN")
         try:
             return fn(conn)
         finally:
             if conn.in_transaction:
                 conn.execute("COMMIT")
+
+    @staticmethod
+    def _logged(conn: Conn) -> bool:
+        """Whether the write-behind log holds rows (in the caller's read transaction)."""
+        return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM inbox)").fetchone()[0])
+
+    def drain_now(self) -> None:
+        """Move the write-behind log into the tables now (a write transaction of its own; no-op when empty)."""
+        self.write_staged(_drained)
 
     def retry_busy(self, fn: Callable[[], T]) -> T:
         """Call ``fn``, retrying with back-off while another process holds the lock past the busy timeout."""
@@ -282,17 +304,30 @@ class Database:
 
         return self.write_staged(body, erasing=erasing)
 
-    def write_staged(self, fn: Callable[[Conn], tuple[T, int]], *, erasing: bool = False) -> T:
+    def write_staged(self, fn: Callable[[Conn], tuple[T, int]], *, erasing: bool = False, drain: bool = True) -> T:
         """:meth:`write` for a ``fn`` that returns its result and the file's erasure stage at its end.
 
         ``fn`` knows the stage when it read ``meta.erase_pending`` in the
         transaction and erased nothing after (or erased: stage 1); it saves
-        :meth:`write` a statement per transaction.
+        :meth:`write` a statement per transaction. The write-behind log is
+        drained first, in the same transaction (``drain=False``: an add to the log).
         """
         with self.write_lock:
             conn = self.writer()
             before = conn.total_changes
-            result, pending = self.transaction(conn, fn)
+            after: list[Callable[[], None] | None] = [None]
+            hook = self.drain if drain else None
+            if hook is not None:
+
+                def body(conn: Conn) -> tuple[T, int]:
+                    after[0] = hook(conn, False)
+                    return fn(conn)
+
+                result, pending = self.transaction(conn, body)
+            else:
+                result, pending = self.transaction(conn, fn)
+            if after[0] is not None:
+                after[0]()
             if self.wrote(pages_of(conn.total_changes - before)) and not pending:
                 self.checkpoint_passive()
             if pending:
@@ -313,7 +348,7 @@ class Database:
                     )
             return result
 
-    def write_here(self, fn: Callable[[Conn], tuple[T, int]]) -> tuple[T, bool] | None:
+    def write_here(self, fn: Callable[[Conn], tuple[T, int]], *, drain: bool = False) -> tuple[T, bool] | None:
         """:meth:`write_staged` on the caller's thread if it can finish without waiting, else None.
 
         None (nothing written) when another thread of this process holds the
@@ -324,7 +359,8 @@ class Database:
         item of the result says a checkpoint (or a pending erasure's finish)
         is due: the caller hands it to the writer thread. Readers never block
         it (WAL); a full ``synchronous`` would fsync here, so callers use it at
-        ``synchronous=NORMAL`` only.
+        ``synchronous=NORMAL`` only. ``drain``: drain the write-behind log first
+        (an add that finds the log non-empty raises NotHere itself instead).
         """
         if not self.write_lock.acquire(blocking=False):
             return None
@@ -338,7 +374,10 @@ class Database:
                     return None
                 raise
             before = conn.total_changes
+            after = None
             try:
+                if drain and self.drain is not None:
+                    after = self.drain(conn, True)
                 result, pending = fn(conn)
                 conn.execute("COMMIT")
             except NotHere:
@@ -354,6 +393,8 @@ class Database:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+            if after is not None:
+                after()
             due = self.wrote(pages_of(conn.total_changes - before))
             return result, bool(pending) or due
         finally:
@@ -380,6 +421,11 @@ class Database:
         conn = self.conn()
         # A concurrent batch is seen whole or not at all.
         self.begin(conn, immediate=False)
+        if self.drain is not None and self._logged(conn):
+            # Adds still in the write-behind log (of this process or another): into the tables first.
+            conn.execute("COMMIT")
+            self.drain_now()
+            self.begin(conn, immediate=False)
         try:
             return fn(conn)
         finally:
@@ -407,6 +453,11 @@ class Database:
         self._writer = None
         self._writer_nowait = False
         release_library(self)
+
+
+def _drained(conn: Conn) -> tuple[None, int]:
+    """The write of :meth:`Database.drain_now`: nothing but the drain (run before it) and the erasure stage."""
+    return None, _erasure.erase_stage(conn)
 
 
 def pages_of(changes: int) -> int:

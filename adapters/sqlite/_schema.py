@@ -25,6 +25,7 @@ from ._rows import FILE_ROW, SLOT_MAX, Conn, fts_rowid, tenant_token
 
 __all__ = [
     "FTS_DDL",
+    "INBOX_DDL",
     "MIGRATIONS",
     "PAGE_SIZE",
     "PAGE_SIZES",
@@ -58,6 +59,23 @@ FOLD_DDL = (
     "DELETE FROM meta WHERE key IN ('generation', 'records')",
 )
 
+# The write-behind log (schema 8; ``write_behind=True``, see ``_store.py``): an add of a store with the option
+# commits one row here (the record as its ``records`` row would hold it, and its vector's bytes); the rows are
+# moved into the real tables ("drained") in batches, and before any read or other write of any process that can
+# write the file sees it. ``id`` is UNIQUE so that an id pending here is a duplicate as one in ``records`` is.
+INBOX_DDL = (
+    """CREATE TABLE IF NOT EXISTS inbox(
+        seq INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        user_id TEXT, session_id TEXT, agent_id TEXT,
+        text TEXT NOT NULL,
+        metadata TEXT,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER,
+        updated_at INTEGER,
+        vec BLOB)""",
+)
+
 # Each entry migrates the file from version i to i + 1, in one transaction.
 MIGRATIONS: list[tuple[str, ...]] = [
     (
@@ -85,6 +103,7 @@ MIGRATIONS: list[tuple[str, ...]] = [
     ANN_DDL,  # the vector index of large scopes (_ann.py); files without one are searched exactly as before
     ANN_FINE_DDL,  # int8 codes in the index's lists; older indexes are dropped (rebuilt in the background)
     FOLD_DDL,  # the file's generation and record count in ``generations`` (row FILE_ROW), not ``meta``
+    INBOX_DDL,  # the write-behind log of adds not yet in the tables (``write_behind=True``); empty otherwise
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 SLOTS_VERSION = MIGRATIONS.index(SLOTS_DDL) + 1  # files below it get their FTS5 rowids re-keyed
@@ -357,7 +376,10 @@ class _Opening:
             )
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         kind = self._existing_index(conn, meta)
-        if meta.get("embedder_name") is not None or conn.execute("SELECT 1 FROM records LIMIT 1").fetchone():
+        if (
+            meta.get("embedder_name") is not None
+            or conn.execute("SELECT 1 FROM records UNION ALL SELECT 1 FROM inbox LIMIT 1").fetchone()
+        ):
             self._check_embedder(conn, meta)
         if _erasure.erase_stage(conn):
             logger.warning(
@@ -401,7 +423,8 @@ class _Opening:
         if emb is None:
             return
         if name is None:
-            count = conn.execute("SELECT count(*) FROM records").fetchone()[0]
+            # Records still in the write-behind log count: they were added without vectors too.
+            count = conn.execute("SELECT (SELECT count(*) FROM records) + (SELECT count(*) FROM inbox)").fetchone()[0]
             if count:
                 raise EmbedderMismatch(
                     f"{self.db.name} holds {count} records without vectors and was opened "

@@ -32,10 +32,13 @@ import logging
 import operator
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
+
+import numpy as np
 
 from memoryport import ranking
 from memoryport._checks import check_duration, check_int, check_number
@@ -59,6 +62,7 @@ from ._rows import (
     FILE_ROW,
     Cond,
     Conn,
+    ScopeKey,
     filter_sql,
     fts_rowid,
     record_from_row,
@@ -92,6 +96,45 @@ T = TypeVar("T")
 
 #: Adds of at most this many records may commit on the caller's thread (``inline_writes``).
 INLINE_MAX = 8
+
+#: The writer thread drains the write-behind log this long after the first add it holds (seconds) ...
+DRAIN_DELAY = 0.02
+
+#: ... or as soon as this process has logged this many records since its last drain.
+DRAIN_ROWS = 256
+
+#: A drain moves the log's rows into the tables in batches of at most this many (one transaction for all).
+DRAIN_BATCH = 1000
+
+#: The columns of an ``inbox`` row (``_schema.INBOX_DDL``) after ``seq``: the record as ``records`` holds it
+#: (as selected with ``_rows.COLUMNS``, ``seq`` in the place of ``rid``), then the vector's bytes.
+_INBOX_COLUMNS = "seq, id, user_id, session_id, agent_id, text, metadata, created_at, expires_at, updated_at, vec"
+
+
+@functools.lru_cache(maxsize=256)
+def _log_sql(shape: tuple[bool, ...], check_embedder: bool) -> str:
+    """The ``INSERT INTO inbox`` of one record whose columns 2-10 (after ``id``) are NULL where ``shape`` says.
+
+    NULLs are written in the SQL (see :func:`_insert_sql`); the id (``?1``) is
+    inserted only when ``records`` does not hold it yet (the log's own UNIQUE
+    index refuses one pending there), and, with ``check_embedder``, only when
+    the file keeps no vectors: no row means one of the two, see
+    :meth:`SQLiteStore._log_refused`.
+    """
+    values = ["?1"]
+    n = 1
+    for null in shape:
+        if null:
+            values.append("NULL")
+        else:
+            n += 1
+            values.append(f"?{n}")
+    guard = " AND NOT EXISTS (SELECT 1 FROM meta WHERE key = 'embedder_name')" if check_embedder else ""
+    return (
+        f"INSERT INTO inbox({_INBOX_COLUMNS.removeprefix('seq, ')}) SELECT {', '.join(values)} "
+        f"WHERE NOT EXISTS (SELECT 1 FROM records WHERE id = ?1){guard}"
+    )
+
 
 #: An add of records of at most this many users reads their ``generations`` rows in its first statement.
 HEAD_TENANTS = 32
@@ -146,8 +189,9 @@ def _insert_sql(shape: Shape) -> str:
 @functools.lru_cache(maxsize=64)
 def _head_sql(tenants: int) -> str:
     """The one read at the start of an add: the erasure mark, the file's embedder, whether any record is past
-    due (bound ``now``), the next rid, and the ``generations`` rows of the file (:data:`~._rows.FILE_ROW`) and of
-    each of ``tenants`` tenants (one result row per row found; a single row of NULLs there when none is).
+    due (bound ``now``), the next rid, whether the write-behind log holds rows, and the ``generations`` rows of
+    the file (:data:`~._rows.FILE_ROW`) and of each of ``tenants`` tenants (one result row per row found; a single
+    row of NULLs there when none is).
 
     Five statements before (a ``meta`` read, the expiry check, ``max(rid)``, a
     slot and a generation read per tenant), each a few µs of a small add's CPU.
@@ -156,7 +200,8 @@ def _head_sql(tenants: int) -> str:
         "SELECT (SELECT value FROM meta WHERE key = 'erase_pending'), "
         "(SELECT value FROM meta WHERE key = 'embedder_name'), "
         "EXISTS (SELECT 1 FROM records WHERE expires_at IS NOT NULL AND expires_at <= ?1), "
-        "(SELECT coalesce(max(rid), 0) + 1 FROM records)"
+        "(SELECT coalesce(max(rid), 0) + 1 FROM records), "
+        "EXISTS (SELECT 1 FROM inbox)"
     )
     marks = "".join(", ?" for _ in range(tenants))
     return f"{head}, g.tenant, g.gen, g.slot FROM (SELECT 1) LEFT JOIN generations g ON g.tenant IN (''{marks})"
@@ -322,6 +367,10 @@ def _rows_loop(
     return batch
 
 
+def _nothing(conn: Conn) -> None:
+    """A read that reads nothing: :meth:`~._connection.Database.read` drains the write-behind log before it."""
+
+
 def _as_list(ids: Sequence[str]) -> list[str]:
     """``ids`` as a list: the guard's own list as it is (it knows then that it need not check them again)."""
     return ids if isinstance(ids, list) else list(ids)
@@ -386,7 +435,12 @@ class SQLiteStore:
         context_key_window: int = ranking.CONTEXT_KEY_WINDOW,
         length_weight: float = ranking.LENGTH_WEIGHT,
         length_pivot: int = ranking.LENGTH_PIVOT,
+        write_behind: bool = False,
     ) -> None:
+        if not isinstance(write_behind, bool):
+            raise InvalidInput(f"write_behind must be True or False, not {write_behind!r}", field="write_behind")
+        #: Small adds commit one row to the write-behind log (``inbox``), drained into the tables later.
+        self.write_behind = write_behind
         if not isinstance(durability, str) or durability not in DURABILITY:
             raise InvalidInput(
                 f"durability must be one of {', '.join(map(repr, DURABILITY))}, not {durability!r}", field="durability"
@@ -512,6 +566,22 @@ class SQLiteStore:
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoryport-sqlite-write")
         # Pure numpy work only (never SQL, never a wait on the pool above): no deadlock.
         self.numpy = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memoryport-sqlite-numpy")
+        # The write-behind log: every store that can write the file drains it before its reads and writes
+        # (another process may log adds), and opening drains what a crashed process left there.
+        self._logged = 0  # records this process logged since its last drain (an estimate: it only wakes the drain)
+        self._wake = threading.Event()
+        self._full = threading.Event()
+        self._drainer: threading.Thread | None = None
+        if self.db.read_only is None:
+            self.db.drain = self._drain_log
+            try:
+                self.db.read(_nothing)  # drains what a process killed after its adds left in the log
+            except BaseException:
+                self._shutdown()
+                raise
+            if write_behind:
+                self._drainer = threading.Thread(target=self._drain_loop, name="memoryport-sqlite-drain", daemon=True)
+                self._drainer.start()
 
     @property
     def read_only(self) -> str | None:
@@ -548,6 +618,8 @@ class SQLiteStore:
             vectors = await embed(self.embedder, [r.text for r in records])
         if self._closed:
             raise UsageError("this SQLiteMemory is closed")
+        if self.write_behind and len(records) <= INLINE_MAX:
+            return await self._log(records, ids, vectors)
         if self.inline_writes and len(records) <= INLINE_MAX:
             # A small add that can finish without waiting commits right here (~0.1 ms of
             # SQL): a hop to the writer thread costs as much when idle, and milliseconds
@@ -566,6 +638,151 @@ class SQLiteStore:
         # Without an embedder, the write refuses a file that keeps vectors (in its transaction: no extra hop).
         return await self._run(lambda: self._add(records, ids, vectors), write=True)
 
+    # -- the write-behind log ---------------------------------------------------
+
+    async def _log(self, records: Sequence[MemoryRecord], ids: Sequence[str], vectors: F32 | None) -> list[str]:
+        """A small add with ``write_behind``: one row per record into ``inbox`` and a commit, nothing else.
+
+        As durable as an add to the tables at the same ``durability`` (the same
+        commit); refused in the same ways (a duplicate id, stored or pending;
+        no embedder on a file that keeps vectors). The drain thread moves the
+        rows into the tables soon after (:data:`DRAIN_DELAY`, :data:`DRAIN_ROWS`);
+        any read or other write drains them first.
+        """
+        write = self._log_write(records, ids, vectors)
+        if self.inline_writes:
+            done = self.db.write_here(write)
+            if done is not None:
+                if done[1]:  # a checkpoint is due: on the writer thread, not awaited
+                    try:
+                        self._writer.submit(self.db.after_write_here)
+                    except RuntimeError:  # closing meanwhile: closing the file checkpoints it
+                        pass
+                self._logged_more(len(records))
+                return _as_list(ids)
+        await self._run(lambda: self.db.write_staged(write, drain=False), write=True)
+        self._logged_more(len(records))
+        return _as_list(ids)
+
+    def _logged_more(self, n: int) -> None:
+        """Wake the drain thread: it waits :data:`DRAIN_DELAY`, or less once :data:`DRAIN_ROWS` are logged."""
+        self._logged += n
+        if not self._wake.is_set():
+            self._wake.set()
+        if self._logged >= DRAIN_ROWS and not self._full.is_set():
+            self._full.set()
+
+    def _log_write(
+        self, records: Sequence[MemoryRecord], ids: Sequence[str], vectors: F32 | None
+    ) -> Callable[[Conn], tuple[None, int]]:
+        """The transaction of a logged add: one ``INSERT INTO inbox`` per record (see :func:`_log_sql`)."""
+        check_embedder = vectors is None
+        blobs: list[bytes | None] = [None] * len(records) if vectors is None else [v.tobytes() for v in vectors]
+        rows: list[tuple[str, tuple[Any, ...]]] = []
+        for r, record_id, blob in zip(records, ids, blobs, strict=True):
+            scope = r.scope
+            cols = (
+                scope.user_id,
+                scope.session_id,
+                scope.agent_id,
+                r.text,
+                json.dumps(r.metadata, ensure_ascii=False) if r.metadata else None,
+                us(r.created_at),
+                None if r.expires_at is None else us(r.expires_at),
+                None if r.updated_at is None else us(r.updated_at),
+                blob,
+            )
+            shape = tuple(v is None for v in cols)
+            rows.append((_log_sql(shape, check_embedder), (record_id, *(v for v in cols if v is not None))))
+
+        def write(conn: Conn) -> tuple[None, int]:
+            for i, (sql, params) in enumerate(rows):
+                try:
+                    inserted = conn.execute(sql, params).rowcount
+                except self.driver.IntegrityError:
+                    raise duplicate_id(i) from None  # pending in the log (or earlier in this batch)
+                if inserted != 1:
+                    self._log_refused(conn, i, check_embedder)
+            return None, 0
+
+        return write
+
+    def _log_refused(self, conn: Conn, i: int, check_embedder: bool) -> None:
+        """Raise why record ``i`` of a logged add was not inserted: the file keeps vectors, or its id is stored."""
+        if check_embedder:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'embedder_name'").fetchone()
+            if row is not None:
+                raise EmbedderMismatch(
+                    f"{os.path.basename(self.path)} keeps vectors of embedder {row[0]!r}; "
+                    "open it with that embedder to add records"
+                )
+        raise duplicate_id(i)
+
+    def _drain_log(self, conn: Conn, here: bool) -> Callable[[], None] | None:
+        """Move every row of the write-behind log into the tables, in the caller's transaction on ``conn``.
+
+        The rows go through the add's own batch path (:meth:`_add_write`), in
+        the order they were logged, in batches of :data:`DRAIN_BATCH`: the
+        records, FTS5, metadata, vectors, generations, the vector index and
+        expiry exactly as a direct add writes them (the rids follow the order
+        of the log). The log's rows are deleted in the same transaction
+        (``secure_delete`` zeroes them). Returns what to do after the commit
+        (extend this process's caches), or None when the log was empty.
+        """
+        done: list[tuple[list[MemoryRecord], F32 | None, tuple[int, dict[str, int], bool, int]]] = []
+        while True:
+            rows = conn.execute(f"SELECT {_INBOX_COLUMNS} FROM inbox ORDER BY seq LIMIT ?", (DRAIN_BATCH,)).fetchall()
+            if not rows:
+                break
+            # A run of rows with vectors, or without (a file's rows are all one or the other), per batch.
+            at = 0
+            while at < len(rows):
+                kind = rows[at][10] is None
+                end = at + 1
+                while end < len(rows) and (rows[end][10] is None) == kind:
+                    end += 1
+                run = rows[at:end]
+                records = [record_from_row(row[:10]) for row in run]
+                ids = [str(row[1]) for row in run]
+                vectors: F32 | None = None
+                if not kind:
+                    vectors = np.frombuffer(b"".join(row[10] for row in run), dtype=np.float32).reshape(len(run), -1)
+                (result, _stage) = self._add_write(records, ids, vectors, here=here, draining=True)(conn)
+                done.append((records, vectors, result))
+                at = end
+            conn.execute("DELETE FROM inbox WHERE seq <= ?", (rows[-1][0],))
+        if not done:
+            return None
+
+        def after() -> None:
+            self._logged = 0
+            for records, vectors, (gen, old, erased, base) in done:
+                self.vectors.extend(records, vectors, base, gen, old, erased)
+                self.timelines.extend(records, base, gen, old, erased)
+
+        return after
+
+    def _drain_loop(self) -> None:
+        """The drain thread: moves the log into the tables shortly after adds (see :meth:`_logged_more`)."""
+        while True:
+            self._wake.wait()
+            if self._closed:
+                return
+            self._full.wait(DRAIN_DELAY)
+            if self._closed:
+                return
+            self._wake.clear()
+            self._full.clear()
+            try:
+                self.db.drain_now()
+            except Exception as exc:  # the next read, write or wake retries; the rows stay in the log
+                logger.warning(
+                    "SQLite %s: draining the write-behind log failed (%s); the next read or write retries",
+                    os.path.basename(self.path),
+                    type(exc).__name__,
+                )
+                time.sleep(DRAIN_DELAY)
+
     def _needs_embedder(self) -> str | None:
         row = self.db.conn().execute("SELECT value FROM meta WHERE key = 'embedder_name'").fetchone()
         return None if row is None else str(row[0])
@@ -577,9 +794,16 @@ class SQLiteStore:
         return _as_list(ids)
 
     def _add_write(
-        self, records: Sequence[MemoryRecord], ids: Sequence[str], vectors: F32 | None, *, here: bool
+        self,
+        records: Sequence[MemoryRecord],
+        ids: Sequence[str],
+        vectors: F32 | None,
+        *,
+        here: bool,
+        draining: bool = False,
     ) -> Callable[[Conn], tuple[tuple[int, dict[str, int], bool, int], int]]:
-        """The transaction of an add; ``here``: on the caller's thread, so raise NotHere for slow work."""
+        """The transaction of an add; ``here``: on the caller's thread, so raise NotHere for slow work;
+        ``draining``: the write-behind log's rows being moved (the log is not empty then)."""
         now = us(utcnow())
         cutoff = None if self.retention is None else us(utcnow() - self.retention)
 
@@ -600,6 +824,8 @@ class SQLiteStore:
                 )
             if here and erase_pending:
                 raise NotHere  # the erasure's rebuild (VACUUM) follows: the writer thread's job
+            if here and not draining and head[0][4]:
+                raise NotHere  # the write-behind log first (write_staged drains it in this transaction)
             # Records past due go with every write (their users' retained-out ones too).
             expired = expired_rows(conn, now, users=users, cutoff=cutoff) if due or cutoff is not None else []
             if here and expired:
@@ -750,7 +976,8 @@ class SQLiteStore:
             rows = conn.execute(
                 f"SELECT {COLUMNS} FROM records r WHERE {where}{tsql} ORDER BY r.created_at, r.rid", params + tparams
             )
-            return [record_from_row(row) for row in rows]
+            scopes: dict[ScopeKey, MemoryScope] = {}  # one scope object per scope (see record_from_row)
+            return [record_from_row(row, scopes) for row in rows]
 
         return await self._run(lambda: self.db.read(read))
 
@@ -920,7 +1147,7 @@ class SQLiteStore:
             return self.db.read_nowait(
                 lambda conn: search_hits(self, conn, query, qvec, mode, scope, k, filters, load=False)
             )
-        except NotCached:
+        except (NotCached, NotHere):  # vectors to load, or the write-behind log to drain with waiting
             return None
         except self.driver.OperationalError as exc:
             if is_busy(exc):
@@ -995,6 +1222,8 @@ class SQLiteStore:
 
     def checkpoint(self) -> bool:
         """Finish a pending erasure, or just checkpoint the WAL; False (and a WARNING) when a reader blocks it."""
+        self.db.refuse_if_read_only("checkpoint")
+        self.db.drain_now()
         return _erasure.checkpoint(self.db)
 
     def stats(self) -> dict[str, Any]:
@@ -1033,9 +1262,23 @@ class SQLiteStore:
         await asyncio.get_running_loop().run_in_executor(None, self._shutdown)
 
     def _shutdown(self) -> None:
+        self._closed = True
+        if self._drainer is not None:
+            self._wake.set()
+            self._full.set()
+            self._drainer.join()
         for thread in list(self._builds.values()):
             thread.join()
         self._writer.shutdown(wait=True)
+        if self.db.drain is not None:
+            try:
+                self.db.read(_nothing)  # drains the log: nothing of this process's adds waits for the next open
+            except Exception as exc:
+                logger.warning(
+                    "SQLite %s: draining the write-behind log on close failed (%s); the next open drains it",
+                    os.path.basename(self.path),
+                    type(exc).__name__,
+                )
         self._pool.shutdown(wait=True)
         self.numpy.shutdown(wait=True)
         self.timelines.clear()

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from memoryport import InvalidInput, MemoryRecord, MemoryScope, SQLiteMemory, UsageError
+from memoryport.adapters.sqlite import SCHEMA_VERSION
 
 from .support import bow_embedder, bow_vectors
 
@@ -69,7 +70,7 @@ def test_a_file_of_an_older_schema_opens_with_its_own_page_size(tmp_path: Path, 
     with pytest.raises(UsageError, match="not page_size=16,384"):
         SQLiteMemory(path, driver=driver, page_size=16384)
     memory = SQLiteMemory(path, driver=driver, page_size=4096)
-    assert memory.store.stats()["schema_version"] == 7
+    assert memory.store.stats()["schema_version"] == SCHEMA_VERSION
     memory.close()
 
 

@@ -211,8 +211,75 @@ def ann(path: str, driver: str, ops: str) -> int:
     return 0
 
 
+def logging_memory(path: str, driver: str, embed: str, durability: str = "normal") -> SQLiteMemory:
+    """A ``write_behind`` store whose drain thread never drains on its own (only reads and writes drain)."""
+    from support import bow_embedder
+
+    from memoryport.adapters.sqlite import _store
+
+    _store.DRAIN_DELAY = 3600.0
+    _store.DRAIN_ROWS = 10**9
+    return SQLiteMemory(
+        path,
+        embedder=bow_embedder() if embed == "bow" else None,
+        driver=driver,
+        write_behind=True,
+        durability=durability,
+    )
+
+
+def log_and_die(path: str, driver: str, user: str, text: str, embed: str, durability: str) -> int:
+    """Add one record with ``write_behind`` (left in the log), print its id, and SIGKILL ourselves at once."""
+    import os
+    import signal
+
+    memory = logging_memory(path, driver, embed, durability)
+    [record_id] = memory.add_sync([MemoryRecord(scope=MemoryScope(user_id=user), text=text)])
+    print(record_id, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+    return 1
+
+
+def log_and_wait(path: str, driver: str, user: str, text: str, embed: str) -> int:
+    """Add one record with ``write_behind`` (left in the log), print its id, wait for a line on stdin, close."""
+    memory = logging_memory(path, driver, embed)
+    [record_id] = memory.add_sync([MemoryRecord(scope=MemoryScope(user_id=user), text=text)])
+    print(record_id, flush=True)
+    sys.stdin.readline()
+    memory.close()
+    return 0
+
+
+def log_many(path: str, driver: str, proc: str, n: str, ids: str) -> int:
+    """Add ``n`` records one by one with ``write_behind`` (default drain), each with its id ``{ids}{i}`` (shared
+    by the processes when ``ids`` is the same: one of them must get the duplicate error); print the outcomes."""
+    import json
+
+    from memoryport import InvalidInput
+
+    memory = SQLiteMemory(path, driver=driver, write_behind=True)
+    scope = MemoryScope(user_id="many")
+    added, refused = 0, 0
+    for i in range(int(n)):
+        record = MemoryRecord(scope=scope, text=f"proc {proc} record {i} shared words", id=f"{ids}{i}")
+        try:
+            memory.add_sync([record])
+            added += 1
+        except InvalidInput:
+            refused += 1
+    memory.close()
+    print(json.dumps({"added": added, "refused": refused}))
+    return 0
+
+
 if __name__ == "__main__":
     command, *args = sys.argv[1:]
+    if command == "log_and_die":
+        sys.exit(log_and_die(*args))
+    if command == "log_and_wait":
+        sys.exit(log_and_wait(*args))
+    if command == "log_many":
+        sys.exit(log_many(*args))
     if command == "concurrent":
         sys.exit(concurrent(args[0], args[1], int(args[2]), int(args[3]), int(args[4])))
     if command == "crash":
