@@ -65,7 +65,9 @@ class Memoryport:
         if vectors:
             embedder = LookupEmbedder()
             embedder.put(data.texts[:n], data.vectors[:n])
-        self.memory = SQLiteMemory(self.path, embedder=embedder, page_size=page_size)
+        # page_size only when asked: a memoryport from before the setting (an A/B "before" copy) runs too.
+        extra: dict[str, Any] = {} if page_size is None else {"page_size": page_size}
+        self.memory = SQLiteMemory(self.path, embedder=embedder, **extra)
         scope = MemoryScope(user_id=USER)
         # Fresh records without ids, built outside the timing (as a host holds them before add).
         self.records = [MemoryRecord(scope=scope, text=t) for t in data.texts[:n]]

@@ -286,3 +286,40 @@ def test_docs_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caps
     monkeypatch.chdir(tmp_path)
     exec(compile(block, "copy.md", "exec"), {"__name__": "copy_md"})
     assert capsys.readouterr().out.startswith("1 {")
+
+
+async def test_copy_between_sqlite_files_keeps_every_field_and_scope(tmp_path: Path) -> None:
+    """Records of several scopes (sessions, an agent), plain and with metadata/expiry, copied by the cheap plan
+    (each record without its id: ``with_id(record, None)``) read back field for field, under fresh ids."""
+    from memoryport import SQLiteMemory as sqlite_memory
+    from memoryport._records import with_id
+
+    scopes = [ANN, MemoryScope(user_id="ann", session_id="s1"), MemoryScope(user_id="ann", agent_id="bot")]
+    later = datetime.now(timezone.utc) + timedelta(days=30)
+    originals = [
+        MemoryRecord(
+            scope=scopes[i % 3],
+            text=f"Ann note {i}",
+            metadata={"n": i} if i % 4 == 0 else {},
+            created_at=T0 + timedelta(minutes=i),
+            expires_at=later if i % 5 == 0 else None,
+        )
+        for i in range(40)
+    ]
+    source, target = sqlite_memory(tmp_path / "a.db"), sqlite_memory(tmp_path / "b.db")
+    try:
+        await source.add(originals)
+        exported = await source.export(ANN)
+        for record in exported[:5]:  # the cheap copy is pydantic's copy, field for field
+            cheap, generic = with_id(record, None), record.model_copy(update={"id": None})
+            assert cheap == generic and cheap.__pydantic_fields_set__ == generic.__pydantic_fields_set__
+        report = await copy_memories(source, target, ANN)
+        assert report.copied == 40
+        copied = await target.export(ANN)
+        fields = [(r.text, r.scope, r.metadata, r.created_at, r.expires_at) for r in copied]
+        assert fields == [(r.text, r.scope, r.metadata, r.created_at, r.expires_at) for r in originals]
+        assert not {r.id for r in copied} & {r.id for r in exported}
+        assert set(report.ids) == {r.id for r in exported}
+    finally:
+        await source.aclose()
+        await target.aclose()

@@ -171,8 +171,9 @@ def SQLiteMemory(
             keeps the size it was created with (in WAL mode SQLite cannot
             change it): opening an existing file with another ``page_size``
             raises :class:`~memoryport.UsageError`. 16,384 loads records with
-            vectors in bulk about 1.5x as fast (a 1.5 KB vector fills a 4 KiB
-            page with two rows) and costs a single add more WAL bytes and CPU:
+            vectors in bulk with 1.2-1.4x the records per CPU second (a 1.5 KB
+            vector fills a 4 KiB page with two rows) and costs a single add
+            10-20% more CPU and three times the WAL bytes; searches the same:
             docs/benchmarks-sqlite.md, "Bulk add, round five".
         date_weight: keyword and hybrid search lift records written on the
             date a query names ("on 7 July, 2023", "in May 2022": see

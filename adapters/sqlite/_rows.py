@@ -143,6 +143,8 @@ def filter_sql(filters: Cond, alias: str = "r", created: str | None = None) -> t
 
 _setattr = object.__setattr__
 
+ScopeKey = tuple[str | None, str | None, str | None]
+
 
 def built(cls: type[M], values: dict[str, Any]) -> M:
     """A model from values already valid and complete (every field given), without validation.
@@ -160,14 +162,28 @@ def built(cls: type[M], values: dict[str, Any]) -> M:
     return obj
 
 
-def record_from_row(row: Sequence[Any]) -> MemoryRecord:
-    """The record of a row selected with :data:`COLUMNS`."""
+def record_from_row(row: Sequence[Any], scopes: dict[ScopeKey, MemoryScope] | None = None) -> MemoryRecord:
+    """The record of a row selected with :data:`COLUMNS`.
+
+    ``scopes``: the scopes built so far for a run of rows (an export): records of one scope share one
+    (frozen) :class:`MemoryScope` object, built once, so that comparing their scopes downstream (the
+    guard's and the store's one-scope batch tests when the records are added elsewhere: ``copy``) is
+    an identity test instead of a model comparison per record.
+    """
     _, rid, user, session, agent, text, metadata, created, expires, updated = row
+    if scopes is None:
+        scope = built(MemoryScope, {"user_id": user, "session_id": session, "agent_id": agent})
+    else:
+        key = (user, session, agent)
+        known = scopes.get(key)
+        if known is None:
+            known = scopes[key] = built(MemoryScope, {"user_id": user, "session_id": session, "agent_id": agent})
+        scope = known
     return built(
         MemoryRecord,
         {
             "id": rid,
-            "scope": built(MemoryScope, {"user_id": user, "session_id": session, "agent_id": agent}),
+            "scope": scope,
             "text": text,
             "metadata": json.loads(metadata) if metadata else {},
             "created_at": dt(created),
@@ -175,9 +191,6 @@ def record_from_row(row: Sequence[Any]) -> MemoryRecord:
             "updated_at": None if updated is None else dt(updated),
         },
     )
-
-
-ScopeKey = tuple[str | None, str | None, str | None]
 
 
 def scope_key(scope: MemoryScope) -> ScopeKey:

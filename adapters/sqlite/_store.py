@@ -62,6 +62,7 @@ from ._rows import (
     FILE_ROW,
     Cond,
     Conn,
+    ScopeKey,
     filter_sql,
     fts_rowid,
     record_from_row,
@@ -1000,7 +1001,8 @@ class SQLiteStore:
             rows = conn.execute(
                 f"SELECT {COLUMNS} FROM records r WHERE {where}{tsql} ORDER BY r.created_at, r.rid", params + tparams
             )
-            return [record_from_row(row) for row in rows]
+            scopes: dict[ScopeKey, MemoryScope] = {}  # one scope object per scope (see record_from_row)
+            return [record_from_row(row, scopes) for row in rows]
 
         return await self._run(lambda: self.db.read(read))
 

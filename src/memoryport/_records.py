@@ -105,12 +105,13 @@ _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
-def with_id(record: MemoryRecord, record_id: str) -> MemoryRecord:
+def with_id(record: MemoryRecord, record_id: str | None) -> MemoryRecord:
     """``record.model_copy(update={"id": record_id})``, without pydantic's generic copy (several times cheaper).
 
     For the guard, which gives every record of a batch without an id a fresh
-    one: the same object ``model_copy`` builds (a shallow copy: same field
-    values, ``id`` replaced and counted as set, no validation), for a plain
+    one, and for ``copy_memories``, which takes the ids off (``None``): the
+    same object ``model_copy`` builds (a shallow copy: same field values,
+    ``id`` replaced and counted as set, no validation), for a plain
     :class:`MemoryRecord`; a subclass goes through ``model_copy`` itself.
 
     Example:

@@ -40,3 +40,12 @@ async def test_sqlite_page_size_bench_runs_at_a_tiny_size(tmp_path: Path) -> Non
     text = await reads(["--quick", "--dir", str(tmp_path)])
     assert "same hits in every file: yes" in text
     assert "| hybrid search, page_size=16,384 |" in text and "| open + first vector search, page_size=4,096 |" in text
+
+
+@pytest.mark.anyio
+async def test_sqlite_bulk_paths_runs_at_a_tiny_size(tmp_path: Path) -> None:
+    from benchmarks.sqlite_bulk_paths import main as paths
+
+    text = await paths(["--quick", "--page-size", "4096", "--dir", str(tmp_path)])
+    assert "| copy_memories, page_size=4,096 | 2,000 |" in text
+    assert "| import_knowledge, batch_size=256, page_size=4,096 |" in text

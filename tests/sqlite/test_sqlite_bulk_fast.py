@@ -273,3 +273,19 @@ async def test_the_sqlite_store_called_without_the_guard_still_wants_ids(db_path
     assert await store.add_with_ids([MemoryRecord(scope=MemoryScope(user_id="ann"), text="t")], ["a"]) == ["a"]
     assert store.stats()["records"] == 1
     await store.aclose()
+
+
+async def test_an_export_shares_one_scope_object_per_scope(db_path: str, driver: str) -> None:
+    """Records of one scope come back holding one (frozen) scope object: adding them elsewhere (``copy``) then
+    compares scopes by identity, not a model comparison per record; different scopes stay apart."""
+    memory = SQLiteMemory(db_path, driver=driver)
+    ann, session = MemoryScope(user_id="ann"), MemoryScope(user_id="ann", session_id="s1")
+    await memory.add([MemoryRecord(scope=ann if i % 2 else session, text=words("ann", i)) for i in range(10)])
+    records = await memory.export(ann)
+    by_scope: dict[MemoryScope, set[int]] = {}
+    for record in records:
+        by_scope.setdefault(record.scope, set()).add(id(record.scope))
+    assert set(by_scope) == {ann, session}
+    assert all(len(objects) == 1 for objects in by_scope.values())  # one object per scope
+    assert len({id(r.scope) for r in records}) == 2
+    await memory.aclose()
