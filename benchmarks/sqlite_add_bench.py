@@ -444,6 +444,11 @@ async def profile(args: argparse.Namespace, folder: Path) -> str:
         texts = corpus.texts(9 * n + 8)
         vecs = corpus.vectors(len(texts))
         floor = feeder(floor_add, texts[8 * n :], vecs[8 * n :])
+        try:
+            lg_store, lg_add, _ = langgraph(folder, corpus, args.base, with_vectors, True)
+            lg_put: Callable[[int], Any] | None = feeder(lg_add, texts[7 * n : 8 * n], vecs[7 * n : 8 * n])
+        except Exception:  # without the extra: no row
+            lg_store, lg_put = None, None
         if with_vectors:
             store.embedder.put(texts, vecs)
             wb_store.embedder.put(texts, vecs)
@@ -457,6 +462,7 @@ async def profile(args: argparse.Namespace, folder: Path) -> str:
                 "port add (no guard; the record has an id)",
                 "public add, write_behind=True (guard + one log row)",
                 "port add, write_behind=True (no guard; one log row)",
+                "LangGraph SqliteStore put (WAL, NORMAL)",
                 "guard alone (over a store that stores nothing)",
                 "port add on a worker thread (the hop, as with durability='full')",
                 "empty hop to a worker thread and back",
@@ -468,7 +474,11 @@ async def profile(args: argparse.Namespace, folder: Path) -> str:
             # Rotating the order: the call right after a hop runs on a colder core.
             for name in names[i % len(names) :] + names[: i % len(names)]:
                 wall, cpu = time.perf_counter(), time.thread_time()
-                if name.startswith("public add, write_behind"):
+                if name.startswith("LangGraph"):
+                    if lg_put is None:
+                        continue
+                    lg_put(i)
+                elif name.startswith("public add, write_behind"):
                     await wb_memory.add([next(recs)])
                 elif name.startswith("port add, write_behind"):
                     await wb_store.add([next(with_ids)])
@@ -511,10 +521,12 @@ async def profile(args: argparse.Namespace, folder: Path) -> str:
         wb_store.db._writer = wb_real
         await wb_memory.aclose()
         await memory.aclose()
+        if lg_store is not None:
+            lg_store.conn.close()
         floor_conn.close()
         kind = "with a given vector" if with_vectors else "keyword-only"
         out.append(f"\n### Where one add's time goes, {kind}, on top of {args.base:,} records ({n} calls; µs)\n")
-        rows = [_row(k, v, n) for k, v in stages.items()]
+        rows = [_row(k, v, n) for k, v in stages.items() if v]
         rows.append(_row("= public add, statements timed (below)", whole, n))
         rows += [_row(f"`{k}`", v, n) for k, v in steps.items()]
         per_add = [k for k, v in steps.items() if len(v) >= n // 2]
