@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import operator
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 
@@ -684,18 +684,25 @@ class GuardedMemory(Generic[S]):
         unfiltered = pushed is None and rest is None and start is None and end is None
         drops = [0, 0]
 
-        def wanted(hit: object, now: datetime) -> bool:
-            record = _hit(hit, self._backend).record
-            return self._visible(record, checked, now, drops) and (
-                unfiltered or self._matching(record, pushed, rest, start, end, native_range, drops)
-            )
+        def wanted(raw: Iterable[object], now: datetime) -> list[MemoryHit]:
+            """The hits of ``raw`` the caller may see, in order (one loop: this runs on every search)."""
+            kept: list[MemoryHit] = []
+            for hit in raw:
+                if not isinstance(hit, MemoryHit):
+                    raise _not_a_hit(hit, self._backend)
+                record = hit.record
+                if self._visible(record, checked, now, drops) and (
+                    unfiltered or self._matching(record, pushed, rest, start, end, native_range, drops)
+                ):
+                    kept.append(hit)
+            return kept
 
         async def call() -> SearchResults:
             fetch = k
             while True:
                 raw = await self._store.search(sent, scope=checked, k=fetch, filters=pushed, **extra)
                 now = utcnow()
-                hits = [h for h in raw if wanted(h, now)]
+                hits = wanted(raw, now)
                 if len(hits) >= k or len(raw) < fetch or fetch >= self.limits.max_k * 4:
                     break
                 fetch = min(fetch * 4, self.limits.max_k * 4)
@@ -1070,14 +1077,12 @@ class GuardedMemory(Generic[S]):
         run_sync(self.aclose(), method="aclose", sync="close")
 
 
-def _hit(hit: object, backend: str) -> MemoryHit:
-    if not isinstance(hit, MemoryHit):
-        raise BackendError(
-            f"backend {backend!r} returned a {type(hit).__name__} from search, not a MemoryHit",
-            backend=backend,
-            operation="search",
-        )
-    return hit
+def _not_a_hit(hit: object, backend: str) -> BackendError:
+    return BackendError(
+        f"backend {backend!r} returned a {type(hit).__name__} from search, not a MemoryHit",
+        backend=backend,
+        operation="search",
+    )
 
 
 def _record_texts(records: list[MemoryRecord]) -> list[str]:
