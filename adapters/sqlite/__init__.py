@@ -171,7 +171,7 @@ def SQLiteMemory(
             keeps the size it was created with (in WAL mode SQLite cannot
             change it): opening an existing file with another ``page_size``
             raises :class:`~memoryport.UsageError`. 16,384 loads records with
-            vectors in bulk with 1.2-1.4x the records per CPU second (a 1.5 KB
+            vectors in bulk with ~1.3x the records per CPU second (a 1.5 KB
             vector fills a 4 KiB page with two rows) and costs a single add
             10-20% more CPU and three times the WAL bytes; searches the same:
             docs/benchmarks-sqlite.md, "Bulk add, round five".

@@ -53,6 +53,7 @@ _EXPIRES = operator.attrgetter("expires_at")
 _SCORE = operator.attrgetter("score")
 _HIT_CREATED = operator.attrgetter("record.created_at")
 
+
 def _first_repeat(ids: Sequence[str]) -> None:
     """Raise the guard's error for the first id of ``ids`` that repeats an earlier one, if any."""
     seen: set[str] = set()
