@@ -110,9 +110,14 @@ def test_the_drain_thread_drains_on_its_own(db_path: str, driver: str, monkeypat
 
     def watch(conn: Any, here: bool) -> Any:
         after = real(conn, here)
-        if after is not None and threading.current_thread().name == "memoryport-sqlite-drain":
+        if after is None or threading.current_thread().name != "memoryport-sqlite-drain":
+            return after
+
+        def committed() -> None:  # what the drain runs once its transaction committed: only then is the log empty
+            after()
             drained.set()
-        return after
+
+        return committed
 
     store.db.drain = watch
     for i in range(3):
