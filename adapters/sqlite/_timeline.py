@@ -63,8 +63,8 @@ _ASKED_MAX = 4096
 # A word is looked for in all of the user's texts (and kept) once it has been looked for in this share of
 # the user's records' texts, a search's at a time.
 _BUY = 0.5
-#: The largest timeline an add of this store extends (a copy of its columns: ~0.1 ms at 2,048 records,
-#: ~1 ms at 10k, too much for an add); a larger one is dropped and read again, as after any write.
+#: The most records of this store's own adds a timeline waits for (see :meth:`Timelines.extend`): more
+#: between two searches of the user, and the timeline is dropped and read again, as after any write.
 EXTEND_MAX = 2048
 
 
@@ -251,11 +251,15 @@ class Timelines:
         self._lock = threading.Lock()
         self._lines: OrderedDict[str | None, Timeline] = OrderedDict()
         self._seen: dict[str | None, int] = {}  # user -> the generation its last search saw (not yet built)
+        # user -> this store's own adds not yet in the user's timeline (see extend): their records, rids,
+        # and the generation the last of them committed
+        self._tails: dict[str | None, tuple[list[MemoryRecord], list[int], int]] = {}
 
     def clear(self) -> None:
         with self._lock:
             self._lines.clear()
             self._seen.clear()
+            self._tails.clear()
 
     def of(self, conn: Conn, user_id: str | None) -> Timeline | None:
         """The timeline of ``user_id`` current in ``conn``'s snapshot, or None (then ask SQL).
@@ -268,7 +272,17 @@ class Timelines:
         gen = int(row[0])
         with self._lock:
             line = self._lines.get(user_id)
-            if line is not None and line.gen == gen:
+            tail = self._tails.pop(user_id, None)
+            if line is not None and tail is not None and tail[2] == gen:
+                # This store's own adds since the timeline was current, and nothing else: append them now
+                # (None when one comes before the timeline's last record: read again, as after any write).
+                grown = line.appended(tail[0], tail[1], gen)
+                if grown is None or grown.nbytes > self.max_bytes:
+                    del self._lines[user_id]
+                else:
+                    self._keep(user_id, grown)
+                    return grown
+            elif line is not None and line.gen == gen:
                 self._lines.move_to_end(user_id)
                 return line
             if self._seen.get(user_id) != gen:
@@ -290,7 +304,8 @@ class Timelines:
         self._lines.move_to_end(user_id)
         total = sum(other.nbytes for other in self._lines.values())
         while total > self.max_bytes and len(self._lines) > 1:
-            _, dropped = self._lines.popitem(last=False)
+            user, dropped = self._lines.popitem(last=False)
+            self._tails.pop(user, None)
             total -= dropped.nbytes
 
     def extend(
@@ -299,12 +314,15 @@ class Timelines:
         """This store's own add (record ``i`` written as rid ``base + i``), committed at generation ``gen``.
 
         A timeline that was current just before the write (its user's generation
-        then, ``old``, is the timeline's) takes the user's new records when they
-        all come after its last one in ``(created_at, rid)`` order (a new turn of
-        a conversation), as a new timeline at ``gen``: the next search needs no
-        statement and no rebuild. Any other timeline of a user in the batch (or
-        one of more than :data:`EXTEND_MAX` records) is dropped (read again at
-        its second search, as after any write).
+        then, ``old``, is the timeline's, or that of the adds already waiting for
+        it) takes the user's new records at its next search (:meth:`of`), as a new
+        timeline at ``gen``, when that search finds the user at ``gen`` (no other
+        write since) and the records all come after the timeline's last one in
+        ``(created_at, rid)`` order (new turns of a conversation): no statement and
+        no rebuild, and the add itself copies nothing (appending copies the
+        timeline's columns: ~1 ms at 10k records). Any other timeline of a user in
+        the batch is dropped (read again at its second search, as after any
+        write), as is one whose waiting records would pass :data:`EXTEND_MAX`.
         """
         with self._lock:
             if not self._lines:
@@ -315,14 +333,15 @@ class Timelines:
                 if user in self._lines:
                     mine.setdefault(user, []).append(i)
             for user, at in mine.items():
-                line = self._lines[user]
-                grown = None
-                if not erased and old.get(tenant_token(user)) == line.gen and len(line.rids) <= EXTEND_MAX:
-                    grown = line.appended([records[i] for i in at], [base + i for i in at], gen)
-                if grown is None or grown.nbytes > self.max_bytes:
+                tail = self._tails.pop(user, None)
+                tip = self._lines[user].gen if tail is None else tail[2]
+                waiting = len(at) + (0 if tail is None else len(tail[1]))
+                if erased or old.get(tenant_token(user)) != tip or waiting > EXTEND_MAX:
                     del self._lines[user]
-                else:
-                    self._keep(user, grown)
+                    continue
+                new = [records[i] for i in at]
+                rids = [base + i for i in at]
+                self._tails[user] = (new, rids, gen) if tail is None else ([*tail[0], *new], [*tail[1], *rids], gen)
 
 
 def _read(conn: Conn, user_id: str | None, gen: int) -> Timeline:

@@ -381,8 +381,11 @@ def test_own_adds_extend_the_timeline(db_path: str, driver: str, batch: int) -> 
     memory.close()
 
 
-def test_a_large_timeline_is_dropped_not_extended(db_path: str, driver: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_own_adds_wait_for_the_next_search(db_path: str, driver: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An add copies nothing; the user's next search appends what this store added since, whatever the
+    timeline's size, unless more than EXTEND_MAX records wait (then it is read again, as after any write)."""
     from memoryport.adapters.sqlite import _timeline
+    from memoryport.adapters.sqlite._timeline import _read
 
     monkeypatch.setattr(_timeline, "EXTEND_MAX", 5)
     memory = SQLiteMemory(db_path, driver=driver)
@@ -395,9 +398,57 @@ def test_a_large_timeline_is_dropped_not_extended(db_path: str, driver: str, mon
     def of() -> Any:
         return store.db.read(lambda c: store.timelines.of(c, "ann"))
 
+    def fresh() -> Any:
+        at = store.db.read(lambda c: c.execute(
+            "SELECT gen FROM generations WHERE tenant = ?", (tenant_token("ann"),)).fetchone()[0])  # fmt: skip
+        return store.db.read(lambda c: _read(c, "ann", int(at)))
+
     of()
     assert of() is not None
-    memory.add_sync([MemoryRecord(scope=ann, text="new turn", created_at=utcnow())])
-    assert of() is None  # copying more than EXTEND_MAX records would cost the add too much
+    appended = []
+    real = _timeline.Timeline.appended
+
+    def spy(self: Any, *args: Any) -> Any:
+        appended.append(len(args[1]))
+        return real(self, *args)
+
+    monkeypatch.setattr(_timeline.Timeline, "appended", spy)
+    for step in range(3):  # three adds, then one search: one append of the three's records
+        memory.add_sync([MemoryRecord(scope=ann, text=f"new turn {step}", created_at=utcnow())])
+    assert appended == []  # the adds copied nothing
+    line = of()
+    assert appended == [3]
+    assert line is not None and _columns(line) == _columns(fresh())
+    assert of() is line  # current: nothing more to append
+    # More than EXTEND_MAX records waiting: dropped, read again at the second search.
+    memory.add_sync([MemoryRecord(scope=ann, text=f"burst {i}", created_at=utcnow()) for i in range(6)])
+    assert of() is None
+    line = of()
+    assert line is not None and _columns(line) == _columns(fresh())
+    # A record waiting for a search that another store's write overtook: read again, never appended.
+    memory.add_sync([MemoryRecord(scope=ann, text="mine", created_at=utcnow())])
+    SQLiteMemory(db_path, driver=driver).add_sync([MemoryRecord(scope=ann, text="theirs")])
+    assert of() is None
+    line = of()
+    assert line is not None and "theirs" in line.texts and "mine" in line.texts
+    assert _columns(line) == _columns(fresh())
+    memory.close()
+
+
+def test_an_erasure_drops_the_records_waiting_for_a_timeline(db_path: str, driver: str) -> None:
+    """The texts of this store's adds waiting for the next search leave RAM with an erasure."""
+    memory = SQLiteMemory(db_path, driver=driver)
+    ann = MemoryScope(user_id="ann")
+    memory.add_sync([MemoryRecord(scope=ann, text=f"tea {i}") for i in range(4)])
+    store = memory.store
+
+    def of() -> Any:
+        return store.db.read(lambda c: store.timelines.of(c, "ann"))
+
+    of()
     assert of() is not None
+    memory.add_sync([MemoryRecord(scope=ann, text="a secret walnut", created_at=utcnow())])
+    assert "a secret walnut" in repr(store.timelines._tails)
+    memory.delete_sync(scope=ann)
+    assert store.timelines._tails == {} and of() is None
     memory.close()
