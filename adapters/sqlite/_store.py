@@ -637,11 +637,8 @@ class SQLiteStore:
                 (gen, old, erased, base), follow_up = done
                 self.vectors.extend(records, vectors, base, gen, old, erased)
                 self.timelines.extend(records, base, gen, old, erased)
-                if follow_up:  # a checkpoint is due: on the writer thread, not awaited
-                    try:
-                        self._writer.submit(self.db.after_write_here)
-                    except RuntimeError:  # closing meanwhile: closing the file checkpoints it
-                        pass
+                if follow_up:
+                    self._after_write_here()
                 return _as_list(ids)
         # Without an embedder, the write refuses a file that keeps vectors (in its transaction: no extra hop).
         return await self._run(lambda: self._add(records, ids, vectors), write=True)
@@ -675,12 +672,24 @@ class SQLiteStore:
             if done is None:
                 return False
             due = done[1]
-        if due:  # a checkpoint is due: on the writer thread, not awaited
-            try:
-                self._writer.submit(self.db.after_write_here)
-            except RuntimeError:  # closing meanwhile: closing the file checkpoints it
-                pass
+        if due:
+            self._after_write_here()
         return True
+
+    def _after_write_here(self) -> None:
+        """A write on the caller's thread said a checkpoint (or an erasure's finish) is due: on the writer
+        thread, not awaited."""
+        try:
+            self._writer.submit(self.db.after_write_here)
+        except RuntimeError:  # closing meanwhile: closing the file checkpoints it
+            pass
+
+    def _embedder_mismatch(self, name: object) -> EmbedderMismatch:
+        """The error of an add without an embedder to a file that keeps vectors of embedder ``name``."""
+        return EmbedderMismatch(
+            f"{os.path.basename(self.path)} keeps vectors of embedder {name!r}; "
+            "open it with that embedder to add records"
+        )
 
     def _logged_more(self, n: int) -> None:
         """Wake the drain thread: it waits :data:`DRAIN_DELAY`, or less once :data:`DRAIN_ROWS` are logged."""
@@ -737,10 +746,7 @@ class SQLiteStore:
         if check_embedder:
             row = conn.execute("SELECT value FROM meta WHERE key = 'embedder_name'").fetchone()
             if row is not None:
-                raise EmbedderMismatch(
-                    f"{os.path.basename(self.path)} keeps vectors of embedder {row[0]!r}; "
-                    "open it with that embedder to add records"
-                )
+                raise self._embedder_mismatch(row[0])
         raise duplicate_id(i)
 
     def _drain_log(self, conn: Conn, here: bool) -> Callable[[], None] | None:
@@ -843,10 +849,7 @@ class SQLiteStore:
             head = conn.execute(head_sql, (now, *head_tenants)).fetchall()
             erase_pending, embedder_name, due, base = head[0][0], head[0][1], head[0][2], int(head[0][3])
             if vectors is None and embedder_name is not None:
-                raise EmbedderMismatch(
-                    f"{os.path.basename(self.path)} keeps vectors of embedder {embedder_name!r}; "
-                    "open it with that embedder to add records"
-                )
+                raise self._embedder_mismatch(embedder_name)
             if here and erase_pending:
                 raise NotHere  # the erasure's rebuild (VACUUM) follows: the writer thread's job
             if here and not draining and head[0][4]:
