@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import inspect
 import json
 import os
 import platform
@@ -91,8 +92,10 @@ async def memoryport(
     extra: dict[str, Any] = {} if durability == "normal" else {"durability": durability}
     if page_size:  # likewise: only when asked
         extra["page_size"] = page_size
-    if write_behind:  # likewise: a version without the option refuses it (the row is skipped)
-        extra["write_behind"] = True
+    if write_behind or "write_behind" in inspect.signature(SQLiteMemory).parameters:
+        # Said either way where the option exists (its default changed in session 12); a version without
+        # it refuses write_behind=True (the row is skipped).
+        extra["write_behind"] = write_behind
     memory = SQLiteMemory(path, embedder=embedder, **extra)
     texts = corpus.texts(base)
     if embedder is not None:
@@ -236,8 +239,14 @@ async def compare(args: argparse.Namespace, folder: Path) -> str:
                 except Exception as exc:  # a memoryport before durability= or write_behind= existed refuses it
                     print(f"skipped {label}: {exc}", file=sys.stderr)
         for size in args.page_size:
-            label = f"memoryport SQLiteMemory (page_size={size:,})"
-            systems[label] = await memoryport(folder, corpus, args.base, with_vectors, "normal", f"mp-p{size}", size)
+            for wb in (False, True):
+                label = f"memoryport SQLiteMemory (page_size={size:,}{', write_behind' if wb else ''})"
+                try:
+                    systems[label] = await memoryport(
+                        folder, corpus, args.base, with_vectors, "normal", f"mp-p{size}-{wb}", size, write_behind=wb
+                    )
+                except Exception as exc:  # a memoryport before page_size= or write_behind= existed refuses it
+                    print(f"skipped {label}: {exc}", file=sys.stderr)
         skipped = []
         for wal, label in (
             (False, "LangGraph SqliteStore (as shipped)"),
@@ -308,7 +317,7 @@ async def drain_costs(args: argparse.Namespace, folder: Path, corpus: Corpus, wi
     kind = "with a given 384-d vector" if with_vectors else "keyword-only"
     systems: dict[str, tuple[GuardedMemory[Any], Callable[[str, Any], Any], str]] = {}
     for wb in (False, True):
-        label = "write_behind=True" if wb else "default"
+        label = "write_behind=True" if wb else "write_behind=False"
         try:
             systems[label] = await memoryport(
                 folder, corpus, args.base, with_vectors, "normal", f"drain-{wb}", write_behind=wb

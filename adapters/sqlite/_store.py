@@ -33,6 +33,7 @@ import operator
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from datetime import datetime, timedelta
@@ -378,6 +379,30 @@ def _as_list(ids: Sequence[str]) -> list[str]:
     return ids if isinstance(ids, list) else list(ids)
 
 
+def _drain_loop(ref: weakref.ReferenceType[SQLiteStore], wake: threading.Event, full: threading.Event) -> None:
+    """The drain thread of a ``write_behind`` store: moves the log into the tables shortly after adds (see
+    :meth:`SQLiteStore._logged_more`). It holds the store only while draining, and ends when the store is
+    closed or collected."""
+    while True:
+        wake.wait()
+        store = ref()
+        if store is None or store._closed:
+            return
+        del store
+        full.wait(DRAIN_DELAY)
+        store = ref()
+        if store is None or store._closed:
+            return
+        store._drain_once()
+        del store
+
+
+def _stop_drain(wake: threading.Event, full: threading.Event) -> None:
+    """Wake a drain thread whose store was collected (``weakref.finalize``): it finds the store gone and ends."""
+    wake.set()
+    full.set()
+
+
 class SQLiteStore:
     """The :class:`~memoryport.MemoryPort` over one SQLite file (no checks of records: the guard does them).
 
@@ -582,7 +607,15 @@ class SQLiteStore:
                 self._shutdown()
                 raise
             if write_behind:
-                self._drainer = threading.Thread(target=self._drain_loop, name="memoryport-sqlite-drain", daemon=True)
+                # The thread holds the store weakly: a store dropped without closing is still collected (its
+                # logged rows stay in the file, drained at the next open), and collecting it ends the thread.
+                self._drainer = threading.Thread(
+                    target=_drain_loop,
+                    args=(weakref.ref(self), self._wake, self._full),
+                    name="memoryport-sqlite-drain",
+                    daemon=True,
+                )
+                weakref.finalize(self, _stop_drain, self._wake, self._full)
                 self._drainer.start()
 
     @property
@@ -793,26 +826,19 @@ class SQLiteStore:
 
         return after
 
-    def _drain_loop(self) -> None:
-        """The drain thread: moves the log into the tables shortly after adds (see :meth:`_logged_more`)."""
-        while True:
-            self._wake.wait()
-            if self._closed:
-                return
-            self._full.wait(DRAIN_DELAY)
-            if self._closed:
-                return
-            self._wake.clear()
-            self._full.clear()
-            try:
-                self.db.drain_now()
-            except Exception as exc:  # the next read, write or wake retries; the rows stay in the log
-                logger.warning(
-                    "SQLite %s: draining the write-behind log failed (%s); the next read or write retries",
-                    os.path.basename(self.path),
-                    type(exc).__name__,
-                )
-                time.sleep(DRAIN_DELAY)
+    def _drain_once(self) -> None:
+        """One round of the drain thread (:func:`_drain_loop`): the log into the tables; a failure is logged."""
+        self._wake.clear()
+        self._full.clear()
+        try:
+            self.db.drain_now()
+        except Exception as exc:  # the next read, write or wake retries; the rows stay in the log
+            logger.warning(
+                "SQLite %s: draining the write-behind log failed (%s); the next read or write retries",
+                os.path.basename(self.path),
+                type(exc).__name__,
+            )
+            time.sleep(DRAIN_DELAY)
 
     def _needs_embedder(self) -> str | None:
         row = self.db.conn().execute("SELECT value FROM meta WHERE key = 'embedder_name'").fetchone()

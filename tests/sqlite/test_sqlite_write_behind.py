@@ -127,6 +127,28 @@ def test_the_drain_thread_drains_on_its_own(db_path: str, driver: str, monkeypat
     memory.close()
 
 
+
+def test_a_store_dropped_without_closing_is_collected_and_its_drain_thread_ends(
+    db_path: str, driver: str, held: None
+) -> None:
+    import gc
+    import weakref
+
+    memory = wb_memory(db_path, driver)
+    [rid] = memory.add_sync([MemoryRecord(scope=ANN, text="left in the log")])
+    thread = memory.store._drainer
+    assert thread is not None and thread.is_alive()
+    ref = weakref.ref(memory.store)
+    del memory
+    gc.collect()
+    assert ref() is None  # the drain thread does not keep the store (its connections, caches) alive
+    thread.join(60)
+    assert not thread.is_alive()
+    assert logged(db_path, driver) == 1  # durable in the log; the next open drains it
+    again = SQLiteMemory(db_path, driver=driver)
+    assert again.get_sync(rid, scope=ANN) is not None and logged(db_path, driver) == 0
+    again.close()
+
 # -- every operation sees an add still in the log ----------------------------------------------------------------
 
 
@@ -408,7 +430,7 @@ def test_another_process_that_can_write_drains_the_log_before_reading(db_path: s
 
 
 def test_another_process_that_writes_drains_the_log_first(db_path: str, driver: str) -> None:
-    memory = SQLiteMemory(db_path, driver=driver)
+    memory = SQLiteMemory(db_path, driver=driver, write_behind=False)
     with logging_child(db_path, driver, "none") as rid:
         # A plain add drains the log in its own transaction first: the logged record keeps the earlier rid.
         [mine] = memory.add_sync([MemoryRecord(scope=ANN, text="ann eats a pecan")])
