@@ -85,7 +85,7 @@ def SQLiteMemory(
     context_key_window: int = CONTEXT_KEY_WINDOW,
     length_weight: float = LENGTH_WEIGHT,
     length_pivot: int = LENGTH_PIVOT,
-    write_behind: bool = False,
+    write_behind: bool = True,
     **guard: Unpack[GuardOptions],
 ) -> GuardedMemory[SQLiteStore]:
     """Long-term memory in one SQLite file: FTS5 keyword search, optional vectors, real erasure.
@@ -167,14 +167,15 @@ def SQLiteMemory(
             ``False``: each process keeps its own copy. Where tmpfs cannot be
             used, each process keeps its own copy (same hits).
         page_size: the SQLite page size in bytes of a file this call creates
-            (a power of two from 4,096 to 65,536); ``None``: 4,096. A file
+            (a power of two from 4,096 to 65,536); ``None``: 8,192. A file
             keeps the size it was created with (in WAL mode SQLite cannot
             change it): opening an existing file with another ``page_size``
-            raises :class:`~memoryport.UsageError`. 16,384 loads records with
-            vectors in bulk with ~1.3x the records per CPU second (a 1.5 KB
-            vector fills a 4 KiB page with two rows) and costs a single add
-            10-20% more CPU and three times the WAL bytes; searches the same:
-            docs/benchmarks-sqlite.md, "Bulk add, round five".
+            raises :class:`~memoryport.UsageError`. 8,192 and 16,384 load
+            records with 384-float vectors in bulk with ~1.3x the records per
+            CPU second of 4,096 (a 1.5 KB vector fills a 4 KiB page with two
+            rows); a single add writes ~1.5-1.8x (8,192) or ~3x (16,384) the WAL
+            bytes of 4,096; searches the same: docs/benchmarks-sqlite.md,
+            "Bulk add, round six".
         date_weight: keyword and hybrid search lift records written on the
             date a query names ("on 7 July, 2023", "in May 2022": see
             :func:`memoryport.ranking.query_dates`) by this much (normalised
@@ -234,10 +235,11 @@ def SQLiteMemory(
             exactly as durable as an add without it, at each ``durability``:
             once it returns, an application crash or kill loses nothing (the
             next open drains the log); a power loss or OS crash can lose the
-            last commits at ``"normal"``, none at ``"full"``. Off by default.
-            A process that opens the file read-only cannot drain: it sees a
-            logged record once the writer drained it (tens of milliseconds).
-            See docs/sqlite.md, "Write-behind".
+            last commits at ``"normal"``, none at ``"full"``. On by default
+            (one more thread per store); ``False`` writes every add straight to
+            the tables. A process that opens the file read-only cannot drain:
+            it sees a logged record once the writer drained it (tens of
+            milliseconds). See docs/sqlite.md, "Write-behind".
         **guard: the guard's options (:class:`~memoryport.GuardOptions`);
             ``retention_days`` also makes the store delete records past it on
             every write to their user and on ``purge()``.

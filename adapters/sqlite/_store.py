@@ -462,7 +462,7 @@ class SQLiteStore:
         context_key_window: int = ranking.CONTEXT_KEY_WINDOW,
         length_weight: float = ranking.LENGTH_WEIGHT,
         length_pivot: int = ranking.LENGTH_PIVOT,
-        write_behind: bool = False,
+        write_behind: bool = True,
     ) -> None:
         if not isinstance(write_behind, bool):
             raise InvalidInput(f"write_behind must be True or False, not {write_behind!r}", field="write_behind")

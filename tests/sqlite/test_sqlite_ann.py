@@ -70,8 +70,8 @@ ANN = MemoryScope(user_id="ann")
 @pytest.fixture
 def indexed(tmp_path: object, driver: str) -> Any:
     path = os.path.join(str(tmp_path), "ann.db")
-    memory = SQLiteMemory(path, embedder(), search_mode="vector", ann_threshold=100, driver=driver)
-    exact = SQLiteMemory(path, embedder(), search_mode="vector", ann_threshold=None, driver=driver)
+    memory = SQLiteMemory(path, embedder(), search_mode="vector", ann_threshold=100, driver=driver, write_behind=False)
+    exact = SQLiteMemory(path, embedder(), search_mode="vector", ann_threshold=None, driver=driver, write_behind=False)
     texts = [f"c{i % 12} note {i}" for i in range(1500)]
     ids = memory.add_sync([MemoryRecord(scope=ANN, text=t) for t in texts])
     assert build(memory, ANN) == 1500

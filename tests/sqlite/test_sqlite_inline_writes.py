@@ -95,7 +95,7 @@ async def test_another_process_writing_never_blocks_the_event_loop(db_path: str,
 
 
 async def test_expired_records_send_the_add_to_the_writer_which_erases_them(db_path: str, driver: str) -> None:
-    memory = SQLiteMemory(db_path, driver=driver)
+    memory = SQLiteMemory(db_path, driver=driver, write_behind=False)
     soon = utcnow() + timedelta(milliseconds=300)
     [old] = await memory.add([MemoryRecord(scope=ANN, text="secret plan", expires_at=soon)])
     await asyncio.sleep(0.35)
@@ -108,7 +108,7 @@ async def test_expired_records_send_the_add_to_the_writer_which_erases_them(db_p
 
 
 async def test_a_pending_erasure_sends_the_add_to_the_writer_which_finishes_it(db_path: str, driver: str) -> None:
-    memory = SQLiteMemory(db_path, driver=driver)
+    memory = SQLiteMemory(db_path, driver=driver, write_behind=False)
     await memory.add([MemoryRecord(scope=ANN, text="tea")])
     with memory.store.db.write_lock:  # as a process killed after its erasing commit leaves the file
         memory.store.db.writer().execute("INSERT INTO meta(key, value) VALUES ('erase_pending', 1)")
@@ -166,7 +166,7 @@ async def test_a_lock_taken_by_another_process_inside_the_transaction_sends_the_
     db_path: str, driver: str
 ) -> None:
     # A statement of the add (here its COMMIT) finding the file busy rolls back and hands the add to the writer.
-    memory = SQLiteMemory(db_path, driver=driver)
+    memory = SQLiteMemory(db_path, driver=driver, write_behind=False)
     await memory.add([MemoryRecord(scope=ANN, text="tea")])
     db = memory.store.db
     _, module = load_driver(driver)

@@ -523,7 +523,7 @@ def test_doc_sizes_come_from_the_fts5_docsize_table(db_path: str, driver: str) -
     from memoryport.adapters.sqlite._keyword import varint as _varint
 
     assert _varint(bytes([5, 0])) == 5 and _varint(bytes([0x81, 0x00])) == 128 and _varint(bytes([0x82, 0x2C])) == 300
-    memory = SQLiteMemory(db_path, driver=driver)
+    memory = SQLiteMemory(db_path, driver=driver, write_behind=False)
     words = " ".join(f"w{i}" for i in range(300))
     memory.add_sync([MemoryRecord(scope=ANN, text="one two three"), MemoryRecord(scope=ANN, text=words)])
     conn = load_driver(driver)[1].connect(db_path)

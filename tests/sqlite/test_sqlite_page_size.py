@@ -18,6 +18,7 @@ import pytest
 
 from memoryport import InvalidInput, MemoryRecord, MemoryScope, SQLiteMemory, UsageError
 from memoryport.adapters.sqlite import SCHEMA_VERSION
+from memoryport.adapters.sqlite._schema import PAGE_SIZE
 
 from .support import bow_embedder, bow_vectors
 
@@ -37,13 +38,13 @@ def header_page_size(path: str) -> int:
 def test_a_new_file_gets_the_page_size_asked(db_path: str, driver: str, size: int | None) -> None:
     memory = SQLiteMemory(db_path, driver=driver, page_size=size)
     memory.add_sync([MemoryRecord(scope=MemoryScope(user_id="ann"), text="Ann likes plums")])
-    assert memory.store.stats()["page_size"] == (size or 4096)
+    assert memory.store.stats()["page_size"] == (size or PAGE_SIZE)
     memory.close()
-    assert header_page_size(db_path) == (size or 4096)
+    assert header_page_size(db_path) == (size or PAGE_SIZE)
     # Reopened without page_size (or with the same one): the file keeps its size and its records.
-    for again in (None, size or 4096):
+    for again in (None, size or PAGE_SIZE):
         reopened = SQLiteMemory(db_path, driver=driver, page_size=again)
-        assert reopened.store.stats()["page_size"] == (size or 4096)
+        assert reopened.store.stats()["page_size"] == (size or PAGE_SIZE)
         assert [h.record.text for h in reopened.search_sync("plums", scope=MemoryScope(user_id="ann"))] == [
             "Ann likes plums"
         ]
@@ -97,3 +98,16 @@ async def test_vectors_read_back_as_embedded_at_16k_pages(db_path: str, driver: 
         hits = await memory.search(f"zqann{i}", scope=ann, k=1)
         assert hits and hits[0].record.id == ids[i]
     await memory.aclose()
+
+
+def test_the_defaults_of_a_new_file_are_8_kib_pages_and_write_behind(db_path: str, driver: str) -> None:
+    # Session 12's decision (docs/sqlite.md, "Page size" and "Write-behind"): stated here as numbers, so that
+    # changing a default is a visible change of this test too.
+    memory = SQLiteMemory(db_path, driver=driver)
+    assert PAGE_SIZE == 8192 and memory.store.stats()["page_size"] == 8192
+    assert memory.store.write_behind and memory.store._drainer is not None
+    memory.close()
+    assert header_page_size(db_path) == 8192
+    plain = SQLiteMemory(db_path, driver=driver, write_behind=False)
+    assert not plain.store.write_behind and plain.store._drainer is None
+    plain.close()

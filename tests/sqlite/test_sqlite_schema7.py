@@ -57,7 +57,7 @@ def hits(memory: SQLiteMemory, user: str, query: str) -> list[tuple[str, float]]
 
 def test_a_schema_6_file_is_migrated_with_its_counters_and_answers(tmp_path: Path, driver: str) -> None:
     path = copy_of("schema6.db", tmp_path)
-    memory = SQLiteMemory(path, driver=driver)
+    memory = SQLiteMemory(path, driver=driver, write_behind=False)
     assert memory.store.stats()["schema_version"] == SCHEMA_VERSION >= 7
     conn = raw(path, driver)
     assert conn.execute("SELECT count(*) FROM meta WHERE key IN ('generation', 'records')").fetchone()[0] == 0  # type: ignore[attr-defined]
@@ -115,7 +115,7 @@ def test_running_the_fold_again_never_moves_the_generation_back(tmp_path: Path, 
     conn = raw(path, driver)
     conn.execute("UPDATE meta SET value = 6 WHERE key = 'schema_version'")  # type: ignore[attr-defined]
     conn.commit()  # type: ignore[attr-defined]
-    memory = SQLiteMemory(path, driver=driver)
+    memory = SQLiteMemory(path, driver=driver, write_behind=False)
     memory.add_sync([MemoryRecord(scope=BEN, text="ben again")])
     assert conn.execute("SELECT gen, n FROM generations WHERE tenant = ''").fetchone() == (4, 23)  # type: ignore[attr-defined]
     conn.close()  # type: ignore[attr-defined]

@@ -119,7 +119,7 @@ def test_filters_time_ranges_and_other_users_rids_go_to_the_statement(db_path: s
 
 
 def test_a_timeline_is_built_on_the_second_search_and_dropped_by_any_write(db_path: str, driver: str) -> None:
-    memory = SQLiteMemory(db_path, driver=driver)
+    memory = SQLiteMemory(db_path, driver=driver, write_behind=False)
     ann = MemoryScope(user_id="ann")
     ids = memory.add_sync([MemoryRecord(scope=ann, text=f"tea {i}") for i in range(5)])
     store = memory.store
@@ -138,7 +138,9 @@ def test_a_timeline_is_built_on_the_second_search_and_dropped_by_any_write(db_pa
         lambda: memory.update_sync([MemoryUpdate(id=ids[0], text="green tea")], scope=ann),  # no embedder
         lambda: memory.update_sync([MemoryUpdate(id=ids[1], expires_at=utcnow() + timedelta(hours=1))], scope=ann),
         lambda: memory.delete_sync([ids[2]], scope=ann),
-        lambda: SQLiteMemory(db_path, driver=driver).add_sync([MemoryRecord(scope=ann, text="another store")]),
+        lambda: SQLiteMemory(db_path, driver=driver, write_behind=False).add_sync(
+            [MemoryRecord(scope=ann, text="another store")]
+        ),
         lambda: subprocess.run(
             [python(), str(WORKER), "add", db_path, driver, "ann", "another process", "0"], check=True
         ),
@@ -286,7 +288,7 @@ def test_word_holders_from_the_timeline_equal_the_texts(
         "Annie: lamp",
     ]
     rng = random.Random(7)
-    memory = SQLiteMemory(db_path, driver=driver)
+    memory = SQLiteMemory(db_path, driver=driver, write_behind=False)
     ann, ben = MemoryScope(user_id="ann"), MemoryScope(user_id="ben")
     now = utcnow()
     memory.add_sync(
@@ -331,7 +333,7 @@ def test_own_adds_extend_the_timeline(db_path: str, driver: str, batch: int) -> 
     """A new turn added by this store joins its user's timeline: the same columns as reading it again."""
     from memoryport.adapters.sqlite._timeline import _read
 
-    memory = SQLiteMemory(db_path, driver=driver)
+    memory = SQLiteMemory(db_path, driver=driver, write_behind=False)
     memory.add_sync(_records(8, 120))
     store = memory.store
 
@@ -372,12 +374,23 @@ def test_own_adds_extend_the_timeline(db_path: str, driver: str, batch: int) -> 
     )
     assert of("ann") is None and of("ann") is not None
     # Another store's add in between: this store's next add must not extend a timeline that missed it.
-    SQLiteMemory(db_path, driver=driver).add_sync([MemoryRecord(scope=MemoryScope(user_id="ann"), text="theirs")])
+    other = SQLiteMemory(db_path, driver=driver, write_behind=False)
+    other.add_sync([MemoryRecord(scope=MemoryScope(user_id="ann"), text="theirs")])
     memory.add_sync([MemoryRecord(scope=MemoryScope(user_id="ann"), text="mine", created_at=utcnow())])
     assert of("ann") is None
     line = of("ann")
     assert line is not None and "theirs" in line.texts and "mine" in line.texts
     assert _columns(line) == _columns(fresh())
+    other.close()
+    # Another store's add still in the write-behind log: this store's add drains it first (and so knows it),
+    # or the other store's drain thread did (a new generation: read again). Either way the same columns.
+    other = SQLiteMemory(db_path, driver=driver, write_behind=True)
+    other.add_sync([MemoryRecord(scope=MemoryScope(user_id="ann"), text="logged")])
+    memory.add_sync([MemoryRecord(scope=MemoryScope(user_id="ann"), text="mine again", created_at=utcnow())])
+    line = of("ann") or of("ann")
+    assert line is not None and "logged" in line.texts and "mine again" in line.texts
+    assert _columns(line) == _columns(fresh())
+    other.close()
     memory.close()
 
 
@@ -437,7 +450,7 @@ def test_own_adds_wait_for_the_next_search(db_path: str, driver: str, monkeypatc
 
 def test_an_erasure_drops_the_records_waiting_for_a_timeline(db_path: str, driver: str) -> None:
     """The texts of this store's adds waiting for the next search leave RAM with an erasure."""
-    memory = SQLiteMemory(db_path, driver=driver)
+    memory = SQLiteMemory(db_path, driver=driver, write_behind=False)
     ann = MemoryScope(user_id="ann")
     memory.add_sync([MemoryRecord(scope=ann, text=f"tea {i}") for i in range(4)])
     store = memory.store
