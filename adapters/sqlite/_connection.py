@@ -250,6 +250,16 @@ class Database:
             if conn.in_transaction:
                 conn.execute("COMMIT")
 
+    def at_once(self, fn: Callable[[Conn], T]) -> T:
+        """``fn`` on :meth:`read_nowait`'s connection, outside a transaction: each statement its own snapshot.
+
+        For a caller that reads in one statement, and checks in it that what it used from RAM is current.
+        """
+        conn = getattr(self._local, "nowait", None)
+        if conn is None:
+            conn = self._local.nowait = self._connect(busy_timeout=0.0)
+        return fn(conn)
+
     @staticmethod
     def _logged(conn: Conn) -> bool:
         """Whether the write-behind log holds rows (in the caller's read transaction)."""

@@ -73,7 +73,7 @@ from ._rows import (
     us_all,
 )
 from ._schema import PAGE_SIZES, SCHEMA_VERSION, SECURE_DELETE_FTS5, bump, open_file, tenant_slots
-from ._search import recent, search_hits
+from ._search import recent, search_hits, vector_at_once
 from ._shm import share_setting
 from ._timeline import Timelines
 from ._update import update_records
@@ -1198,6 +1198,10 @@ class SQLiteStore:
         if not indexed and (size is None or size > INLINE_VECTORS):
             return None
         try:
+            if not indexed:
+                found = self.db.at_once(lambda conn: vector_at_once(self, conn, qvec, scope, k, filters))
+                if found is not None:
+                    return found
             return self.db.read_nowait(
                 lambda conn: search_hits(self, conn, query, qvec, mode, scope, k, filters, load=False)
             )

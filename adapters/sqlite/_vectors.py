@@ -97,9 +97,21 @@ class Ranking:
         [(1, 1.0), (0, 0.0)]
     """
 
-    def __init__(self, rids: I64, matrix: F32, expires: I64, qvec: F32, limit: int, now: int, allowed: I64 | None):
+    def __init__(
+        self,
+        rids: I64,
+        matrix: F32,
+        expires: I64,
+        qvec: F32,
+        limit: int,
+        now: int,
+        allowed: I64 | None,
+        soonest: int | None = None,
+    ):
         self.rids, self.matrix, self.expires, self.qvec = rids, matrix, expires, qvec
         self.limit, self.now, self.allowed = limit, now, allowed
+        #: At most the least of ``expires`` (None: unknown): above ``now``, no row can have expired.
+        self.soonest = soonest
         self.scores: F32 | None = None
 
     @property
@@ -130,14 +142,16 @@ class Ranking:
         if not len(rids):
             return []
         scores = self.scores if self.scores is not None else dot(self.matrix, self.qvec)
-        dead = expires <= now
-        if allowed is not None:
-            dead |= ~np.isin(rids, allowed)
-        # One C count for both questions (ndarray.any and .sum go through numpy's Python wrappers).
-        n_dead = int(np.count_nonzero(dead))
-        if n_dead:
-            scores = np.where(dead, -np.inf, scores)
-        n = min(self.limit, len(dead) - n_dead)
+        n_dead = 0
+        if allowed is not None or self.soonest is None or self.soonest <= now:
+            dead = expires <= now
+            if allowed is not None:
+                dead |= ~np.isin(rids, allowed)
+            # One C count for both questions (ndarray.any and .sum go through numpy's Python wrappers).
+            n_dead = int(np.count_nonzero(dead))
+            if n_dead:
+                scores = np.where(dead, -np.inf, scores)
+        n = min(self.limit, len(rids) - n_dead)
         if n <= 0:
             return []
         top = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else np.arange(len(scores))
@@ -158,6 +172,9 @@ class Block:
         self._rids, self._matrix, self._expires = rids, matrix, expires
         self.n = len(rids)
         self._rows: dict[int, int] | None = None  # rid -> row, built on first use (see VectorCache.rows)
+        #: At most the least expiry of the rows (lowered by every append and patch): a search at a time
+        #: before it skips the expiry mask (``Ranking``).
+        self.soonest = int(expires.min()) if len(expires) else NEVER
 
     def view(self) -> tuple[I64, F32, I64]:
         n = self.n
@@ -176,6 +193,8 @@ class Block:
         self._matrix[n : n + m] = matrix
         self._expires[n : n + m] = expires
         self.n = n + m
+        if m:
+            self.soonest = min(self.soonest, int(expires.min()))
         if self._rows is not None:
             self._rows.update((int(rid), n + i) for i, rid in enumerate(rids.tolist()))
 
@@ -274,6 +293,18 @@ class VectorCache:
             block = self._blocks.get(scope_key(scope))
             return None if block is None else block.n
 
+    def current(self, scope: MemoryScope) -> tuple[int, I64, F32, I64, int] | None:
+        """The generation ``scope``'s vectors in RAM were current at, their view and soonest expiry; or None.
+
+        Current in the file only while its tenant's generation is still that one: the caller checks.
+        """
+        with self.lock:
+            block = self._blocks.get(scope_key(scope))
+            if block is None:
+                return None
+            self._blocks.move_to_end(scope_key(scope))
+            return (block.gen, *block.view(), block.soonest)
+
     def block(self, conn: Conn, scope: MemoryScope, *, load: bool = True) -> Block:
         """This scope's vectors, from RAM while no process has written to its tenant since.
 
@@ -350,6 +381,7 @@ class VectorCache:
         block = self.block(conn, scope, load=load)
         with self.lock:
             rids, matrix, expires = block.view()
+            soonest = block.soonest
         allowed: I64 | None = None
         if filters and len(rids):
             where, params = scope_sql(scope)
@@ -359,7 +391,7 @@ class VectorCache:
                 dtype=np.int64,
             )
 
-        return Ranking(rids, matrix, expires, qvec, limit, now, allowed)
+        return Ranking(rids, matrix, expires, qvec, limit, now, allowed, soonest)
 
     def extend(
         self,
@@ -411,5 +443,6 @@ class VectorCache:
                         matrix[at] = patch.vector
                     if patch.expires is not None:
                         expires[at] = patch.expires
+                        block.soonest = min(block.soonest, patch.expires)
                 else:
                     block.gen = gen
