@@ -123,11 +123,16 @@ def block_of(memory: SQLiteMemory) -> Any:
     return memory.store.vectors._blocks[("ann", None, None)]
 
 
-async def test_an_expiry_appended_is_seen(tmp_path: Path, driver: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    memory = await filled(tmp_path / "m.db", driver)
+@pytest.mark.parametrize("write_behind", [False, True], ids=["direct", "logged"])
+async def test_an_expiry_appended_is_seen(
+    tmp_path: Path, driver: str, monkeypatch: pytest.MonkeyPatch, write_behind: bool
+) -> None:
+    memory = await filled(tmp_path / "m.db", driver, write_behind=write_behind)
     block = block_of(memory)
     soon = utcnow() + timedelta(hours=1)
     [added] = await memory.add([MemoryRecord(scope=ANN, text="tea tea tea garden", expires_at=soon)])
+    if write_behind:  # in the log: its drain appends it (the drain thread may have done it already)
+        memory.store.db.drain_now()
     assert block_of(memory) is block  # appended in RAM, not reloaded from the file
     qvec = (await embed(memory.store.embedder, ["tea tea tea garden"]))[0]  # type: ignore[arg-type]
     assert [h.record.id for h in at_once(memory, "", qvec, 1)] == [added]
