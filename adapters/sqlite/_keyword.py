@@ -90,7 +90,7 @@ def keyword_ranking(
             (tenant,),
         ).fetchone()
         if words is not None and row is not None:
-            words.users.sweep(conn, int(row[3]))
+            words.users.sweep(conn, int(row[3]), scope.user_id, line)
         if row is None:
             return []
         mine, slot, total = int(row[0]), int(row[1] or 0), int(row[2])
@@ -144,7 +144,7 @@ def keyword_ranking(
         if ranked is not None and index is not None and tokens is not None:
             if idf is not None:
                 for term, token in zip(terms, tokens, strict=True):
-                    n = len(index.postings(token or "")[0])
+                    n = index.count(token or "")
                     if n:
                         idf[term] = fts5_idf(n, total)
             return bm25_file(conn, f"body : ({expression})", limit, check, checked, span, inner, ranked=ranked)

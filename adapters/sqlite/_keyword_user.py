@@ -45,7 +45,7 @@ import numpy as np
 from memoryport import ranking
 from memoryport.storekit import chunks
 
-from ._keyword_large import K1, B, fts5_idf, scratch, tokens, varints, words_database
+from ._keyword_large import K1, B, _tokenizer, fts5_idf, scratch, tokens, varints, words_database
 from ._rows import Conn, tenant_token
 
 if TYPE_CHECKING:
@@ -61,6 +61,7 @@ else:
 
 __all__ = [
     "BUY",
+    "GROW_MAX",
     "USER_BYTES",
     "UserIndexes",
     "UserWords",
@@ -74,11 +75,17 @@ __all__ = [
 #: A user is indexed once its searches through FTS5 at one generation cost this share of indexing it.
 BUY = 0.5
 
+#: The most records of this store's own adds an index takes after its build (:meth:`UserWords.extended`): beyond,
+#: it is dropped and built again once the user's searches have paid for it, as after any other write.
+GROW_MAX = 2048
+
 #: The users' indexes one file may keep in RAM (estimated bytes; least recently used dropped first).
 USER_BYTES = 32 << 20
 
 # Indexing cost per record (seconds) until one is measured (~10 µs: the tokenizer and reading the postings).
 _PRICE = 10e-6
+_FEW = 64  # texts tokenized in the thread's scratch table rather than a new database
+_INSTANCES = "SELECT term, count(*), group_concat(doc) FROM words_instances GROUP BY term"
 _TOKENS_MAX = 65_536  # query words whose FTS5 token is kept
 _RENT_MAX = 4096  # users whose searches' cost is kept
 
@@ -87,36 +94,108 @@ _RENT_MAX = 4096  # users whose searches' cost is kept
 class UserWords:
     """One user's records at generation ``gen`` (a timeline's), by position: each token's postings and lengths.
 
-    ``weights`` is each posting's BM25 term as ``bm25()`` computes it when the file's FTS5 rows are exactly these
-    records (its statistics are then the index's own: ``N`` records, ``tokens + N`` tokens with the tenant's).
+    The BM25 term of a posting (:meth:`postings`) is computed when asked, as ``bm25()`` computes it when the
+    file's FTS5 rows are exactly these records (its statistics are then the index's own: ``N`` records,
+    ``tokens + N`` tokens with the tenant's): so the index of a timeline grown by this store's own adds is this
+    one's postings plus the new records' (:meth:`extended`), no term computed again.
     """
 
     gen: int
     rids: I64  # rid by position (the timeline's order)
-    terms: dict[str, tuple[int, int]]  # token -> its slice of docs/weights
+    terms: dict[str, tuple[int, int]]  # token -> its slice of docs/tf
     docs: I32  # positions holding each token, token after token, ascending within one
-    weights: F64  # beside docs: idf * (tf * (k1 + 1)) / (tf + k1 * (1 - b + b * D / avgdl)), FTS5's operations
+    tf: F64  # beside docs: the token's occurrences in the record
     lengths: I64  # tokens of each record's body (FTS5's docsize, body column)
     tokens: int  # all the bodies' tokens
     nbytes: int
+    root: object = None  # the timeline's (Timeline.root): the timelines this index can grow with
+    # token -> the positions (ascending, after every position of ``docs``) and tf of the records added since the
+    # build (extended), and how many records those are
+    added: dict[str, tuple[I32, F64]] = field(default_factory=dict)
+    grown: int = 0
+
+    def holding(self, token: str) -> tuple[I32, F64]:
+        """The positions holding ``token`` (ascending) and its occurrences in each."""
+        span = self.terms.get(token)
+        more = self.added.get(token) if self.added else None
+        if span is None:
+            docs, tf = self.docs[:0], self.tf[:0]
+        else:
+            docs, tf = self.docs[span[0] : span[1]], self.tf[span[0] : span[1]]
+        if more is not None:
+            docs, tf = np.concatenate((docs, more[0])), np.concatenate((tf, more[1]))
+        return docs, tf
+
+    def count(self, token: str) -> int:
+        """How many records hold ``token``."""
+        span = self.terms.get(token)
+        more = self.added.get(token) if self.added else None
+        return (0 if span is None else span[1] - span[0]) + (0 if more is None else len(more[0]))
 
     def postings(self, token: str) -> tuple[I32, F64]:
         """The positions holding ``token`` (ascending) and its BM25 term in each."""
-        span = self.terms.get(token)
-        if span is None:
-            return self.docs[:0], self.weights[:0]
-        return self.docs[span[0] : span[1]], self.weights[span[0] : span[1]]
+        docs, tf = self.holding(token)
+        if not len(docs):
+            return docs, tf
+        n = len(self.rids)
+        # FTS5's statistics of a file holding exactly these records: N rows, the bodies' tokens + one tenant token
+        # each. fts5_aux.c: aIDF[i] * ((aFreq[i] * (k1 + 1.0)) / (aFreq[i] + k1 * (1 - b + b * D / avgdl))),
+        # float64 as in C, element by element (the same operations whichever records are asked).
+        avgdl = (self.tokens + n) / n
+        d = (self.lengths[docs] + 1).astype(np.float64)
+        norm = K1 * ((1 - B) + B * d / avgdl)
+        return docs, fts5_idf(len(docs), n) * ((tf * (K1 + 1.0)) / (tf + norm))
+
+    def extended(self, conn: Conn, line: Timeline) -> UserWords:
+        """This index with the records ``line`` holds after this one's (``line`` grew from this index's timeline:
+        the same root, more records), at ``line``'s generation; this one is left as it is (a search may read it)."""
+        base = len(self.rids)
+        names, docs, tf, bounds, lengths, tokens = _postings(conn, line.texts[base:])
+        added = dict(self.added)
+        for i, name in enumerate(names):
+            at, count = docs[bounds[i] : bounds[i + 1]] + base, tf[bounds[i] : bounds[i + 1]]
+            have = added.get(name)
+            if have is not None:
+                at, count = np.concatenate((have[0], at)), np.concatenate((have[1], count))
+            added[name] = (at, count)
+        rids = np.concatenate((self.rids, np.asarray(line.rids[base:], dtype=np.int64)))
+        more = int(docs.nbytes + tf.nbytes + lengths.nbytes + 16 * len(lengths) + 120 * len(names))
+        return UserWords(
+            line.gen,
+            rids,
+            self.terms,
+            self.docs,
+            self.tf,
+            np.concatenate((self.lengths, lengths)),
+            self.tokens + tokens,
+            self.nbytes + more + sum(map(len, names)),
+            self.root,
+            added,
+            self.grown + len(line.rids) - base,
+        )
 
 
-def build(conn: Conn, line: Timeline) -> UserWords:
-    """The index of ``line``'s records, tokenized by FTS5 (a private in-memory table, ``conn``'s SQLite library)."""
-    words = words_database(conn)
-    try:
-        words.executemany("INSERT INTO words(rowid, body) VALUES (?, ?)", enumerate(line.texts))
-        rows = words.execute("SELECT term, count(*), group_concat(doc) FROM words_instances GROUP BY term").fetchall()
-    finally:
-        words.close()
-    n = len(line.texts)
+def _postings(conn: Conn, texts: Sequence[str]) -> tuple[list[str], I32, F64, list[int], I64, int]:
+    """``texts`` tokenized by FTS5 (a private in-memory table, ``conn``'s SQLite library): the tokens, each
+    token's postings (text positions ascending, ``docs[bounds[i]:bounds[i + 1]]`` for token ``i``) and their
+    occurrences, each text's length in tokens, and all their tokens."""
+    if len(texts) <= _FEW:
+        # A few texts (an extension): this thread's scratch table, emptied after (opening one costs ~0.5 ms).
+        words = _tokenizer(conn)
+        try:
+            words.executemany("INSERT INTO words(rowid, body) VALUES (?, ?)", enumerate(texts))
+            rows = words.execute(_INSTANCES).fetchall()
+        finally:
+            words.execute("DELETE FROM words")
+            words.commit()
+    else:
+        words = words_database(conn)
+        try:
+            words.executemany("INSERT INTO words(rowid, body) VALUES (?, ?)", enumerate(texts))
+            rows = words.execute(_INSTANCES).fetchall()
+        finally:
+            words.close()
+    n = len(texts)
     names = [str(row[0]) for row in rows]
     counts = np.fromiter((int(row[1]) for row in rows), dtype=np.int64, count=len(rows))
     every = np.fromstring(",".join(str(row[2]) for row in rows), dtype=np.int64, sep=",") if rows else np.zeros(0)
@@ -126,7 +205,6 @@ def build(conn: Conn, line: Timeline) -> UserWords:
     order = np.lexsort((every, term_of))
     every, term_of = every[order], term_of[order]
     lengths = np.bincount(every, minlength=n).astype(np.int64) if len(every) else np.zeros(n, dtype=np.int64)
-    tokens = int(lengths.sum())
     if len(every):
         new = np.concatenate(([True], (every[1:] != every[:-1]) | (term_of[1:] != term_of[:-1])))
         starts = np.flatnonzero(new)
@@ -135,20 +213,18 @@ def build(conn: Conn, line: Timeline) -> UserWords:
         first = np.searchsorted(term_of[starts], np.arange(len(rows) + 1, dtype=np.int64))
     else:
         docs, tf, first = np.zeros(0, dtype=np.int32), np.zeros(0), np.zeros(1, dtype=np.int64)
-    bounds = first.tolist()
-    # FTS5's statistics of a file holding exactly these records: N rows, the bodies' tokens + one tenant token each.
-    avgdl = (tokens + n) / n if n else 1.0
-    d = (lengths + 1).astype(np.float64)
-    norm = K1 * ((1 - B) + B * d / avgdl)  # fts5_aux.c: k1 * (1 - b + b * D / avgdl)
-    per = np.diff(first)
-    idf = np.repeat(np.array([fts5_idf(int(c), n) for c in per.tolist()], dtype=np.float64), per)
-    # fts5_aux.c: aIDF[i] * ((aFreq[i] * (k1 + 1.0)) / (aFreq[i] + k1 * (...))), float64 as in C
-    weights = idf * ((tf * (K1 + 1.0)) / (tf + norm[docs]))
+    return names, docs, tf, first.tolist(), lengths, int(lengths.sum())
+
+
+def build(conn: Conn, line: Timeline) -> UserWords:
+    """The index of ``line``'s records, tokenized by FTS5 (a private in-memory table, ``conn``'s SQLite library)."""
+    names, docs, tf, bounds, lengths, tokens = _postings(conn, line.texts)
+    n = len(line.texts)
     terms = {name: (bounds[i], bounds[i + 1]) for i, name in enumerate(names)}
     rids = np.asarray(line.rids, dtype=np.int64)
-    nbytes = int(docs.nbytes + weights.nbytes + lengths.nbytes + rids.nbytes + 8 * n + 120 * len(terms))
+    nbytes = int(docs.nbytes + tf.nbytes + lengths.nbytes + rids.nbytes + 8 * n + 120 * len(terms))
     nbytes += sum(map(len, names))
-    return UserWords(line.gen, rids, terms, docs, weights, lengths, tokens, nbytes)
+    return UserWords(line.gen, rids, terms, docs, tf, lengths, tokens, nbytes, line.root)
 
 
 @dataclass
@@ -178,18 +254,25 @@ class UserIndexes:
             if have is not None and have.gen == line.gen:
                 self.users.move_to_end(user)
                 return have
+            grow = None
             if have is not None:  # a write since: its words go now
                 del self.users[user]
                 self.nbytes -= have.nbytes
-            spent = self.rent.get(user)
-            if spent is None or spent[0] != line.gen or spent[1] < BUY * self.price * max(len(line.rids), 1):
-                return None
-            del self.rent[user]
-        start = time.thread_time()
-        index = build(conn, line)
-        took = time.thread_time() - start
+                if have.root is line.root and len(have.rids) < len(line.rids) <= len(have.rids) - have.grown + GROW_MAX:
+                    grow = have  # only this store's adds since, after its records: the index takes them
+            if grow is None:
+                spent = self.rent.get(user)
+                if spent is None or spent[0] != line.gen or spent[1] < BUY * self.price * max(len(line.rids), 1):
+                    return None
+                del self.rent[user]
+        if grow is not None:
+            index = grow.extended(conn, line)
+        else:
+            start = time.thread_time()
+            index = build(conn, line)
+            took = time.thread_time() - start
         with self.lock:
-            if line.rids:
+            if grow is None and line.rids:
                 self.price = max(took / len(line.rids), 1e-7)
             if index.nbytes > self.max_bytes:
                 return index  # this search only
@@ -203,12 +286,15 @@ class UserIndexes:
                 self.nbytes -= dropped.nbytes
         return index
 
-    def sweep(self, conn: Conn, file_gen: int) -> None:
+    def sweep(self, conn: Conn, file_gen: int, searched: str | None = None, line: Timeline | None = None) -> None:
         """At the first search after the file's generation moved (a write in any process), drop the indexes of the
         users written since: another process's deletes and erasures leave this process's RAM at its next keyword
-        search, whoever it is for."""
+        search, whoever it is for. ``searched``'s index stays when ``line`` (its timeline, current in this snapshot)
+        grew from the index's own timeline: the writes since are this store's adds, which the index takes
+        (:meth:`of`)."""
         if file_gen == self.file_gen:
             return
+        spare = object() if line is None else line.root  # (a new object: no index's root)
         with self.lock:
             kept = {tenant_token(user): (user, index.gen) for user, index in self.users.items()}
         gens: dict[str, int] = {}
@@ -221,7 +307,12 @@ class UserIndexes:
         with self.lock:
             for token, (user, gen) in kept.items():
                 have = self.users.get(user)
-                if have is not None and have.gen == gen and gens.get(token) != gen:
+                if (
+                    have is not None
+                    and have.gen == gen
+                    and gens.get(token) != gen
+                    and not (user == searched and have.root is spare)
+                ):
                     del self.users[user]
                     self.nbytes -= have.nbytes
             self.file_gen = file_gen

@@ -128,6 +128,9 @@ class Timeline:
     sizes: dict[int, int] = field(default_factory=dict, compare=False)
     # which records hold each query word, kept as contextual keys ask (see holders)
     words: _Words = field(default_factory=_Words, compare=False)
+    # one object shared by a timeline read from the file and every timeline appended to it (this store's own adds,
+    # see Timelines.of): of two timelines with one root, the longer holds the other's records first, unchanged
+    root: object = field(default_factory=object, compare=False)
 
     def appended(self, records: Sequence[MemoryRecord], rids: Sequence[int], gen: int) -> Timeline | None:
         """This timeline with ``records`` (stored as ``rids``) after its last record, at ``gen``; None when
@@ -159,6 +162,7 @@ class Timeline:
             mortal=self.mortal or any(e != NEVER for e in expires),
             sizes=dict(self.sizes),  # the words per record of the texts kept (unchanged)
             words=words,
+            root=self.root,
         )
 
     def holders(self, rids: Sequence[int], words: Sequence[str]) -> dict[int, set[str]] | None:

@@ -265,3 +265,185 @@ def test_a_users_index_never_answers_for_another_user(db_path: str, driver: str,
     mine = memory.search_sync("zebra tea secret likes", scope=bo, k=50)
     assert mine and all(hit.record.scope.user_id == "bo" and "tea" in hit.record.text for hit in mine)
     memory.close()
+
+
+BUILD = _keyword_user.build  # (the real one: tests count the store's calls)
+
+
+def same_as_built(memory: Any, scope: MemoryScope) -> Any:
+    """The user's index kept in RAM equals one built from its timeline now (postings, exact BM25 terms, lengths)."""
+    store = memory.store
+
+    def run(conn: Any) -> Any:
+        line = store.timelines.of(conn, scope.user_id)
+        kept = store.ann.words.users.users[scope.user_id]
+        fresh = BUILD(conn, line)
+        assert kept.gen == fresh.gen == line.gen
+        assert kept.rids.tolist() == fresh.rids.tolist() and kept.lengths.tolist() == fresh.lengths.tolist()
+        assert kept.tokens == fresh.tokens
+        for token in {*fresh.terms, *kept.terms, *kept.added}:
+            (docs, terms), (want, exact) = kept.postings(token), fresh.postings(token)
+            assert docs.tolist() == want.tolist() and terms.tobytes() == exact.tobytes(), token
+            assert kept.count(token) == len(want)
+        return kept
+
+    return store.db.read(run)
+
+
+def fts5_hits(memory: Any, query: str, scope: MemoryScope, limit: int) -> Any:
+    """keyword_ranking through FTS5 (no word lists: no index), in the same store and snapshot kind."""
+    store = memory.store
+    now = us(utcnow())
+
+    def run(conn: Any) -> Any:
+        idf: dict[str, float] = {}
+        line = store.timelines.of(conn, scope.user_id)
+        got = _keyword.keyword_ranking(conn, "fts5", query, scope, limit, Where.of(None, None, None), now, idf, line)
+        return got, idf
+
+    return store.db.read(run)
+
+
+def ram_hits(memory: Any, query: str, scope: MemoryScope, limit: int) -> Any:
+    store = memory.store
+    now = us(utcnow())
+
+    def run(conn: Any) -> Any:
+        idf: dict[str, float] = {}
+        line = store.timelines.of(conn, scope.user_id)
+        words = store.ann.words
+        got = _keyword.keyword_ranking(
+            conn, "fts5", query, scope, limit, Where.of(None, None, None), now, idf, line, words
+        )
+        return got, idf
+
+    return store.db.read(run)
+
+
+@pytest.fixture
+def builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    built: list[int] = []
+    real = _keyword_user.build
+
+    def counted(conn: Any, line: Any) -> Any:
+        built.append(len(line.rids))
+        return real(conn, line)
+
+    monkeypatch.setattr(_keyword_user, "build", counted)
+    return built
+
+
+def test_own_adds_extend_the_users_index(db_path: str, driver: str, buy_now: None, builds: list[int]) -> None:
+    memory = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
+    start = utcnow() - timedelta(days=1)
+    texts = corpus(150, 21, vocab=10)
+    memory.add_sync(
+        [MemoryRecord(scope=ANN, text=t, created_at=start + timedelta(seconds=i)) for i, t in enumerate(texts)]
+    )
+    users = memory.store.ann.words.users
+    for _ in range(3):  # the timeline, then the index
+        memory.search_sync("tea walk", scope=ANN, k=5)
+    assert builds == [150]
+    rounds = [
+        ["zebra okapi tea"],  # words new to the file
+        ["Tea tea TEA walk", "the quokka walked to the river"],  # a batch; a word held three times
+        ["naïve café über straße", "", "42 x7 42"],
+        ["books book reading"],
+    ]
+    at = len(texts)
+    for r, batch in enumerate(rounds):
+        memory.add_sync(
+            [
+                MemoryRecord(scope=ANN, text=t or "-", created_at=start + timedelta(seconds=at + i))
+                for i, t in enumerate(batch)
+            ]
+        )
+        at += len(batch)
+        if r == 2:  # two adds before the next search
+            memory.add_sync(
+                [MemoryRecord(scope=ANN, text="river stone lamp", created_at=start + timedelta(seconds=at))]
+            )
+            at += 1
+        for query in ["tea", "zebra quokka walk", "café 42", "river books tea walking", "absent"]:
+            assert ram_hits(memory, query, ANN, 10) == fts5_hits(memory, query, ANN, 10), query
+        kept = same_as_built(memory, ANN)
+        assert kept.grown == at - 150
+    assert builds == [150]  # extended at each search after an add, never built again
+    assert set(users.users) == {"ann"}
+    memory.close()
+
+
+def test_only_own_adds_after_the_users_records_extend_it(
+    db_path: str, driver: str, buy_now: None, builds: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
+    other = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
+    start = utcnow() - timedelta(days=1)
+    [okapi, *_] = memory.add_sync(
+        [
+            MemoryRecord(scope=ANN, text=t, created_at=start + timedelta(seconds=i))
+            for i, t in enumerate(["the okapi", *corpus(60, 22)])
+        ]
+    )
+    users = memory.store.ann.words.users
+
+    def search(query: str) -> list[str]:
+        for _ in range(3):  # the timeline, then the index (after any write that drops them)
+            hits = memory.search_sync(query, scope=ANN, k=5)
+        return [h.record.id for h in hits]
+
+    assert search("okapi") == [okapi] and len(builds) == 1
+    # Another store's update and add: its records are not this store's adds (the timeline is read again).
+    other.update_sync([MemoryUpdate(id=okapi, text="the giraffe")], scope=ANN)
+    other.add_sync([MemoryRecord(scope=ANN, text="a gnu", created_at=start + timedelta(hours=1))])
+    assert memory.search_sync("okapi", scope=ANN, k=5) == []
+    assert search("giraffe") == [okapi] and len(builds) == 2
+    same_as_built(memory, ANN)
+    # An own add before the user's last record: the timeline is read again, the index built again.
+    memory.add_sync([MemoryRecord(scope=ANN, text="an early okapi", created_at=start - timedelta(hours=1))])
+    assert len(search("okapi")) == 1 and len(builds) == 3
+    same_as_built(memory, ANN)
+    # More than GROW_MAX records added since the build: built again.
+    monkeypatch.setattr(_keyword_user, "GROW_MAX", 2)
+    for i in range(2):
+        memory.add_sync([MemoryRecord(scope=ANN, text=f"late okapi {i}", created_at=start + timedelta(hours=2 + i))])
+        memory.search_sync("okapi", scope=ANN, k=5)
+    assert len(builds) == 3 and users.users["ann"].grown == 2
+    memory.add_sync([MemoryRecord(scope=ANN, text="last okapi", created_at=start + timedelta(hours=9))])
+    assert len(search("okapi")) == 4 and len(builds) == 4 and users.users["ann"].grown == 0
+    same_as_built(memory, ANN)
+    # An erasure empties the indexes at once, extended or not.
+    memory.add_sync([MemoryRecord(scope=ANN, text="one more okapi", created_at=start + timedelta(hours=10))])
+    memory.search_sync("okapi", scope=ANN, k=5)
+    assert users.users["ann"].grown == 1
+    memory.delete_sync([okapi], scope=ANN)
+    assert not users.users
+    memory.close()
+    other.close()
+
+
+def test_an_index_grows_only_with_its_own_timeline(db_path: str, driver: str, buy_now: None, builds: list[int]) -> None:
+    """Another process's update then add (its writes leave this process's RAM as it is, and the sweep of
+    the indexes is left out here): the timeline read again has more records, but not after the same ones."""
+    memory = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
+    other = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
+    start = utcnow() - timedelta(days=1)
+    texts = ["the okapi", *corpus(40, 23)]
+    [okapi, *_] = memory.add_sync(
+        [MemoryRecord(scope=ANN, text=t, created_at=start + timedelta(seconds=i)) for i, t in enumerate(texts)]
+    )
+    users = memory.store.ann.words.users
+    for _ in range(3):
+        memory.search_sync("okapi", scope=ANN, k=5)
+    assert builds == [41]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(memory.store.ann.words, "clear", lambda: None)
+        patch.setattr(users, "sweep", lambda *args: None)
+        other.update_sync([MemoryUpdate(id=okapi, text="the giraffe")], scope=ANN)
+        other.add_sync([MemoryRecord(scope=ANN, text="a gnu", created_at=start + timedelta(hours=1))])
+        for _ in range(3):
+            hits = memory.search_sync("okapi giraffe", scope=ANN, k=5)
+    assert [h.record.text for h in hits] == ["the giraffe"] and builds == [41, 42]
+    same_as_built(memory, ANN)
+    memory.close()
+    other.close()
