@@ -113,6 +113,8 @@ class UserWords:
     # build (extended), and how many records those are
     added: dict[str, tuple[I32, F64]] = field(default_factory=dict)
     grown: int = 0
+    # token -> its postings and BM25 terms, as computed for a search (the next ones take them from here)
+    asked: dict[str, tuple[I32, F64]] = field(default_factory=dict, compare=False)
 
     def holding(self, token: str) -> tuple[I32, F64]:
         """The positions holding ``token`` (ascending) and its occurrences in each."""
@@ -134,6 +136,9 @@ class UserWords:
 
     def postings(self, token: str) -> tuple[I32, F64]:
         """The positions holding ``token`` (ascending) and its BM25 term in each."""
+        done = self.asked.get(token)
+        if done is not None:
+            return done
         docs, tf = self.holding(token)
         if not len(docs):
             return docs, tf
@@ -144,7 +149,8 @@ class UserWords:
         avgdl = (self.tokens + n) / n
         d = (self.lengths[docs] + 1).astype(np.float64)
         norm = K1 * ((1 - B) + B * d / avgdl)
-        return docs, fts5_idf(len(docs), n) * ((tf * (K1 + 1.0)) / (tf + norm))
+        done = self.asked[token] = (docs, fts5_idf(len(docs), n) * ((tf * (K1 + 1.0)) / (tf + norm)))
+        return done
 
     def extended(self, conn: Conn, line: Timeline) -> UserWords:
         """This index with the records ``line`` holds after this one's (``line`` grew from this index's timeline:
@@ -159,7 +165,7 @@ class UserWords:
                 at, count = np.concatenate((have[0], at)), np.concatenate((have[1], count))
             added[name] = (at, count)
         rids = np.concatenate((self.rids, np.asarray(line.rids[base:], dtype=np.int64)))
-        more = int(docs.nbytes + tf.nbytes + lengths.nbytes + 16 * len(lengths) + 120 * len(names))
+        more = int(docs.nbytes + 2 * tf.nbytes + lengths.nbytes + 16 * len(lengths) + 120 * len(names))
         return UserWords(
             line.gen,
             rids,
@@ -222,7 +228,8 @@ def build(conn: Conn, line: Timeline) -> UserWords:
     n = len(line.texts)
     terms = {name: (bounds[i], bounds[i + 1]) for i, name in enumerate(names)}
     rids = np.asarray(line.rids, dtype=np.int64)
-    nbytes = int(docs.nbytes + tf.nbytes + lengths.nbytes + rids.nbytes + 8 * n + 120 * len(terms))
+    # (the BM25 terms the searches ask for come to at most one float64 per posting: counted as if all were asked)
+    nbytes = int(docs.nbytes + 2 * tf.nbytes + lengths.nbytes + rids.nbytes + 8 * n + 120 * len(terms))
     nbytes += sum(map(len, names))
     return UserWords(line.gen, rids, terms, docs, tf, lengths, tokens, nbytes, line.root)
 

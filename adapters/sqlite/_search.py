@@ -7,6 +7,7 @@ sees the same snapshot. Ranking itself (fusion, the neighbour lift) is
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -762,23 +763,27 @@ def vector_at_once(
     ranked = Ranking(rids, matrix, expires, qvec, k, us(utcnow()), None, soonest)()
     if not ranked:
         return None  # nothing to read the snapshot with: the caller's path says so in a transaction
-    tenant = tenant_token(scope.user_id)
     # The index is consulted (vector_job) only for a whole user's scope of a store with indexes on.
-    ann = (
-        "0"
-        if store.ann_params is None or scope.session_id is not None or scope.agent_id is not None
-        else ("EXISTS (SELECT 1 FROM ann_index WHERE tenant = ?1)")
-    )
-    inbox = "0" if store.db.drain is None else "EXISTS (SELECT 1 FROM inbox)"
+    ann = store.ann_params is not None and scope.session_id is None and scope.agent_id is None
     found_rows = conn.execute(
-        f"SELECT {COLUMNS}, coalesce((SELECT gen FROM generations WHERE tenant = ?1), -1), {ann}, {inbox} "
-        f"FROM records r WHERE r.rid IN ({','.join('?' * len(ranked))})",
-        [tenant, *[rid for rid, _ in ranked]],
+        _at_once_sql(len(ranked), ann, store.db.drain is not None),
+        [tenant_token(scope.user_id), *[rid for rid, _ in ranked]],
     ).fetchall()
     if not found_rows or found_rows[0][-3] != gen or found_rows[0][-2] or found_rows[0][-1]:
         return None
     rows = {row[0]: row[:-3] for row in found_rows}
     return _hits(ranked, rows, "vector")
+
+
+@functools.lru_cache(maxsize=256)
+def _at_once_sql(n: int, ann: bool, inbox: bool) -> str:
+    """:func:`vector_at_once`'s statement for ``n`` rids (``?1``: the tenant's token)."""
+    index = "EXISTS (SELECT 1 FROM ann_index WHERE tenant = ?1)" if ann else "0"
+    log = "EXISTS (SELECT 1 FROM inbox)" if inbox else "0"
+    return (
+        f"SELECT {COLUMNS}, coalesce((SELECT gen FROM generations WHERE tenant = ?1), -1), {index}, {log} "
+        f"FROM records r WHERE r.rid IN ({','.join('?' * n)})"
+    )
 
 
 def _hits(ranked: list[tuple[int, float]], rows: dict[int, Sequence[Any]], signal: str) -> list[MemoryHit]:

@@ -1188,20 +1188,21 @@ class SQLiteStore:
         """
         if qvec is None or mode != "vector" or self._closed:
             return None
-        size = self.vectors.cached_size(scope)
         indexed = (
             self.ann_params is not None
             and scope.session_id is None
             and scope.agent_id is None
             and self.ann.has(tenant_token(scope.user_id))
         )
-        if not indexed and (size is None or size > INLINE_VECTORS):
-            return None
         try:
             if not indexed:
+                # One statement when the vectors in RAM are current (most searches), else the transaction.
                 found = self.db.at_once(lambda conn: vector_at_once(self, conn, qvec, scope, k, filters))
                 if found is not None:
                     return found
+                size = self.vectors.cached_size(scope)
+                if size is None or size > INLINE_VECTORS:
+                    return None
             return self.db.read_nowait(
                 lambda conn: search_hits(self, conn, query, qvec, mode, scope, k, filters, load=False)
             )

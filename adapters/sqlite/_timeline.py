@@ -121,6 +121,9 @@ class Timeline:
     at: dict[int, int]  # rid -> position
     nbytes: int
     mortal: bool  # whether any record has an expiry
+    # whether every record has one session and one agent (then a record's neighbours in its exact scope are the
+    # nearest records, whatever their session or agent columns say: see sides_in)
+    uniform: bool = False
     # scan -> position -> positions of the same session and agent among the ``scan`` nearest on each side,
     # nearest first (filled as searches ask; the same answer whoever fills it first)
     scoped: dict[int, dict[int, tuple[list[int], list[int]]]] = field(default_factory=dict, compare=False)
@@ -160,6 +163,11 @@ class Timeline:
             at=at,
             nbytes=self.nbytes + 2 * sum(map(len, texts)) + _PER_RECORD * len(rows),
             mortal=self.mortal or any(e != NEVER for e in expires),
+            uniform=(self.uniform or not self.rids)
+            and _uniform(
+                [*self.sessions[:1], *(record.scope.session_id for _, _, record in rows)],
+                [*self.agents[:1], *(record.scope.agent_id for _, _, record in rows)],
+            ),
             sizes=dict(self.sizes),  # the words per record of the texts kept (unchanged)
             words=words,
             root=self.root,
@@ -369,6 +377,14 @@ def _read(conn: Conn, user_id: str | None, gen: int) -> Timeline:
         at={rid: i for i, rid in enumerate(rids)},
         nbytes=2 * sum(map(len, texts)) + _PER_RECORD * len(rids),
         mortal=any(e != NEVER for e in expires),
+        uniform=_uniform(sessions, agents),
+    )
+
+
+def _uniform(sessions: Sequence[str | None], agents: Sequence[str | None]) -> bool:
+    """Whether all of ``sessions`` are one value and all of ``agents`` one value (None counts as a value)."""
+    return (not sessions or sessions.count(sessions[0]) == len(sessions)) and (
+        not agents or agents.count(agents[0]) == len(agents)
     )
 
 
@@ -398,16 +414,25 @@ def sides_in(
     if scoped is None:
         scoped = line.scoped.setdefault(scan, {})
     out: Sides = {}
+    uniform, mortal = line.uniform, line.mortal
+    reach = scan if mortal else min(scan, window)  # the positions a side needs (all the scan's: some may expire)
+    near: tuple[Sequence[int], Sequence[int]] | None
+    before: Sequence[int]
+    later: Sequence[int]
     for rid in sorted(set(rids)):
         p = at[rid]
         session, agent = sessions[p], agents[p]
-        near = scoped.get(p)
+        if uniform:
+            # Every record is in this one's exact scope: its nearest records on each side are its neighbours.
+            near = (range(p - 1, max(p - 1 - reach, -1), -1), range(p + 1, min(p + 1 + reach, total)))
+        else:
+            near = scoped.get(p)
         if near is None:
             near = scoped[p] = (
                 [j for j in range(p - 1, max(p - 1 - scan, -1), -1) if sessions[j] == session and agents[j] == agent],
                 [j for j in range(p + 1, min(p + 1 + scan, total)) if sessions[j] == session and agents[j] == agent],
             )
-        if line.mortal:
+        if mortal:
             before = [j for j in near[0] if expires[j] > now][:window]
             later = [j for j in near[1] if expires[j] > now][:window] if after else []
         else:

@@ -156,7 +156,8 @@ class Ranking:
             return []
         top = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else np.arange(len(scores))
         top = top[np.argsort(-scores[top], kind="stable")]
-        return [(int(rid), float(score)) for rid, score in zip(rids[top], scores[top], strict=True)]
+        # tolist: Python ints and floats at once (the same values as int() and float() of each element).
+        return list(zip(rids[top].tolist(), scores[top].tolist(), strict=True))
 
 
 class Block:

@@ -95,6 +95,7 @@ async def test_unit_rows_are_numpys_norm_division_bit_for_bit(scale: float) -> N
     rows = (rng.standard_normal((64, 384)) * scale).astype(np.float32)
     rows[3] = 0.0  # a zero row stays zero
     rows[5, :7] = np.float32(1e-45)  # subnormals
+    rows[7] = np.finfo(np.float32).max  # the largest finite values: their squares overflow
     with np.errstate(over="ignore"):  # 1e37 squared: both ways overflow to an infinite norm, a zero row
         got = await embed_unit(CallableEmbedder(lambda texts: rows, dim=384, name="fixed"), ["t"] * 64)
         norms = np.linalg.norm(rows, axis=1, keepdims=True)
@@ -102,3 +103,5 @@ async def test_unit_rows_are_numpys_norm_division_bit_for_bit(scale: float) -> N
     assert got.dtype == np.float32 and got.flags.c_contiguous
     assert np.array_equal(got, expected)
     assert not got[3].any()
+    # What lets _unit_rows skip a finiteness check of its output: every input row finite gives finite rows.
+    assert np.isfinite(got).all() and float(np.abs(got).max()) <= 1.0 + 1e-6

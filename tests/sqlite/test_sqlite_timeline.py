@@ -92,6 +92,56 @@ def test_sides_from_the_timeline_equal_the_statement(db_path: str, driver: str, 
     memory.close()
 
 
+@pytest.mark.parametrize(("mortal", "later"), [(False, ("s2", "bot")), (True, ("s1", None))])
+def test_sides_of_a_user_in_one_scope_equal_the_statement(
+    db_path: str, driver: str, mortal: bool, later: tuple[str, str | None]
+) -> None:
+    """A user whose records all share one session and agent (``Timeline.uniform``): the nearest records are the
+    neighbours, with or without expiry; a record of another scope appended makes it an ordinary timeline."""
+    memory = SQLiteMemory(db_path, driver=driver)
+    rng = random.Random(5)
+    start = utcnow()
+    scope = MemoryScope(user_id="una", session_id="s1", agent_id="bot")
+    memory.add_sync(
+        [
+            MemoryRecord(
+                scope=scope,
+                text=f"turn {i}",
+                created_at=start - timedelta(seconds=rng.choice([rng.randrange(40), 20])),  # ties
+                expires_at=start + timedelta(days=1) if mortal and i % 3 == 0 else None,
+            )
+            for i in range(90)
+        ]
+        + [MemoryRecord(scope=MemoryScope(user_id="ben", session_id="s1"), text="other user") for _ in range(5)]
+    )
+    store = memory.store
+    for step in range(2):
+        conn = store.db.conn()
+        line = _line(store, conn, "una")
+        assert line.uniform == (step == 0) and line.mortal == mortal
+        mine = list(line.rids)
+        for now in (us(start), us(start + timedelta(days=2))):
+            for size, window, after in (
+                (1, 1, True),
+                (9, 2, True),
+                (30, 3, True),
+                (len(mine), 2, True),
+                (20, 1, False),
+            ):
+                rids = rng.sample(mine, min(size, len(mine)))
+                expected_times: _search.Times = {}
+                expected = _search.sides(conn, rids, None, now, window=window, after=after, times=expected_times)
+                times: _search.Times = {}
+                found = _search.sides(conn, rids, None, now, window=window, after=after, times=times, line=line)
+                assert list(found.items()) == list(expected.items())
+                assert list(times.items()) == list(expected_times.items())
+        # A record of another session or agent, after the others (this store's own add): the timeline takes it,
+        # no longer in one scope.
+        other = MemoryScope(user_id="una", session_id=later[0], agent_id=later[1])
+        memory.add_sync([MemoryRecord(scope=other, text="elsewhere")])
+    memory.close()
+
+
 def test_filters_time_ranges_and_other_users_rids_go_to_the_statement(db_path: str, driver: str) -> None:
     memory = SQLiteMemory(db_path, driver=driver)
     memory.add_sync(_records(3))
@@ -325,7 +375,10 @@ def test_word_holders_from_the_timeline_equal_the_texts(
 
 
 def _columns(line: Any) -> tuple[Any, ...]:
-    return (line.gen, line.rids, line.ats, line.sessions, line.agents, line.expires, line.texts, line.at, line.mortal)
+    return (
+        *(line.gen, line.rids, line.ats, line.sessions, line.agents, line.expires, line.texts, line.at),
+        *(line.mortal, line.uniform),
+    )
 
 
 @pytest.mark.parametrize("batch", [1, 12], ids=["inline", "writer"])
