@@ -171,7 +171,7 @@ def SQLiteMemory(
             keeps the size it was created with (in WAL mode SQLite cannot
             change it): opening an existing file with another ``page_size``
             raises :class:`~memoryport.UsageError`. 8,192 and 16,384 load
-            records with 384-float vectors in bulk with ~1.3x the records per
+            records with 384-float vectors in bulk with ~1.2x the records per
             CPU second of 4,096 (a 1.5 KB vector fills a 4 KiB page with two
             rows); a single add writes ~1.5-1.8x (8,192) or ~3x (16,384) the WAL
             bytes of 4,096; searches the same: docs/benchmarks-sqlite.md,

@@ -116,7 +116,7 @@ SECURE_DELETE_FTS5 = (3, 42, 0)
 
 #: The page size of a new file unless ``page_size`` says otherwise, and the sizes allowed. 8 KiB (SQLite's own
 #: default is 4 KiB): five 384-float vector rows fill a page where 4 KiB holds two, so bulk loads with vectors
-#: take ~1.3x the records per CPU second, as with 16 KiB, while a single add writes half 16 KiB's WAL bytes
+#: take ~1.2x the records per CPU second, as with 16 KiB, while a single add writes half 16 KiB's WAL bytes
 #: (docs/benchmarks-sqlite.md, "Bulk add, round six"); a file keeps the size it was created with (WAL mode
 #: cannot change it).
 PAGE_SIZE = 8192

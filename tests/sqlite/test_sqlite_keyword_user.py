@@ -175,7 +175,7 @@ def test_erasure_updates_deletes_expiry_and_other_stores_writes(db_path: str, dr
     memory = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
     # Another store on the file: its writes reach this one as another process's do (the generation moves);
     # it shares no timeline with it.
-    other = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
+    other = SQLiteMemory(db_path, search_mode="keyword", driver=driver, write_behind=False)  # its writes: the tables
     memory.add_sync([MemoryRecord(scope=ANN, text=t) for t in corpus(80, 16)])
     [okapi] = memory.add_sync([MemoryRecord(scope=ANN, text="the okapi crossed the river")])
     users = memory.store.ann.words.users
@@ -210,7 +210,7 @@ def test_erasure_updates_deletes_expiry_and_other_stores_writes(db_path: str, dr
 
 def test_another_process_write_drops_the_index_at_the_next_search(db_path: str, driver: str, buy_now: None) -> None:
     memory = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
-    other = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
+    other = SQLiteMemory(db_path, search_mode="keyword", driver=driver, write_behind=False)  # its writes: the tables
     bo = MemoryScope(user_id="bo")
     [okapi] = memory.add_sync([MemoryRecord(scope=ANN, text=t) for t in ["the okapi", *corpus(40, 18)]])[:1]
     memory.add_sync([MemoryRecord(scope=bo, text=t) for t in corpus(40, 19)])
@@ -377,7 +377,7 @@ def test_only_own_adds_after_the_users_records_extend_it(
     db_path: str, driver: str, buy_now: None, builds: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     memory = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
-    other = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
+    other = SQLiteMemory(db_path, search_mode="keyword", driver=driver, write_behind=False)  # its writes: the tables
     start = utcnow() - timedelta(days=1)
     [okapi, *_] = memory.add_sync(
         [
@@ -426,7 +426,7 @@ def test_an_index_grows_only_with_its_own_timeline(db_path: str, driver: str, bu
     """Another process's update then add (its writes leave this process's RAM as it is, and the sweep of
     the indexes is left out here): the timeline read again has more records, but not after the same ones."""
     memory = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
-    other = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
+    other = SQLiteMemory(db_path, search_mode="keyword", driver=driver, write_behind=False)  # its writes: the tables
     start = utcnow() - timedelta(days=1)
     texts = ["the okapi", *corpus(40, 23)]
     [okapi, *_] = memory.add_sync(

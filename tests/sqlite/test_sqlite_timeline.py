@@ -139,6 +139,7 @@ def test_sides_of_a_user_in_one_scope_equal_the_statement(
         # no longer in one scope.
         other = MemoryScope(user_id="una", session_id=later[0], agent_id=later[1])
         memory.add_sync([MemoryRecord(scope=other, text="elsewhere")])
+        store.db.drain_now()  # the add waits in the write-behind log (the default): into the tables, as a read would
     memory.close()
 
 
