@@ -20,6 +20,7 @@ import pytest
 from memoryport import MemoryRecord, MemoryScope, SQLiteMemory
 from memoryport._records import utcnow
 from memoryport.adapters.sqlite import _store, load_driver
+from memoryport.curated import AgentMemory
 
 from .support import WORKER, bow_embedder, python, raw_bytes
 
@@ -89,6 +90,44 @@ def test_a_logged_record_past_its_expiry_or_retention_is_never_returned(
     assert memory.get_sync(gone, scope=ANN) is None
     assert [r.id for r in memory.export_sync(ANN)] == [kept]
     assert memory.count_sync(ANN) == 1
+    memory.close()
+
+
+@pytest.mark.parametrize("how", ["expired", "retained out"])
+def test_purge_right_after_a_logged_add_past_its_expiry_erases_it(
+    tmp_path: Path, driver: str, held: None, how: str
+) -> None:
+    path = str(tmp_path / "m.db")
+    memory = SQLiteMemory(path, driver=driver, retention_days=30 if how == "retained out" else None)
+    memory.add_sync([MemoryRecord(scope=ANN, text="ann keeps a walnut")])
+    memory.search_sync("walnut", scope=ANN)
+    secret = marker()
+    long_ago = utcnow() - timedelta(days=400)
+    expires = long_ago + timedelta(days=1) if how == "expired" else None
+    memory.add_sync([MemoryRecord(scope=ANN, text=f"ann {secret}", created_at=long_ago, expires_at=expires)])
+    assert logged(path, driver) == 1
+    assert memory.purge_sync() == 1
+    assert logged(path, driver) == 0
+    assert leaks(path, [secret]) == []
+    assert [r.text for r in memory.export_sync(ANN)] == ["ann keeps a walnut"]
+    memory.close()
+
+
+def test_curated_memory_dedups_and_forgets_a_record_still_in_the_log(tmp_path: Path, driver: str, held: None) -> None:
+    path = str(tmp_path / "m.db")
+    memory = AgentMemory(SQLiteMemory(path, driver=driver))
+    secret = marker()
+    first = memory.remember_sync(f"Ann's locker code is {secret}", scope=ANN)
+    assert first.action == "added" and logged(path, driver) == 1
+    # The near-duplicate is found although the first is only in the log (the dedup search drains it).
+    again = memory.remember_sync(f"ann's locker code is {secret}!", scope=ANN)
+    assert again.action == "updated" and again.id == first.id
+    other = memory.remember_sync(f"Ann's bike lock is {secret}0", scope=ANN)
+    assert other.action == "added" and logged(path, driver) == 1
+    assert memory.delete_sync([other.id], scope=ANN) == 1  # straight after the logged add, no read between
+    assert memory.forget_sync(secret, scope=ANN, dry_run=False).removed >= 1
+    assert memory.memory.count_sync(ANN) == 0
+    assert leaks(path, [secret, secret + "0"]) == []
     memory.close()
 
 
