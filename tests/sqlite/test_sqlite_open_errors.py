@@ -136,3 +136,39 @@ def test_a_second_sqlite_library_on_an_open_file_is_a_usage_error(folder: str) -
     second = SQLiteMemory(path, driver=others[0])  # once the first library let go, the other may open it
     assert [r.text for r in second.export_sync(MemoryScope(user_id="u"))] == ["kept"]
     second.close()
+
+
+@pytest.mark.parametrize("case", ["read-only folder", "read-only file"])
+def test_a_read_only_opener_sees_a_killed_writers_logged_add_once_a_writer_opened(
+    folder: str, driver: str, case: str
+) -> None:
+    # The default store logs small adds (write_behind): killed before its drain, the writer leaves the record
+    # in the log only. A read-only opener cannot drain: it sees nothing of it (and fails in nothing) until a
+    # process that can write opens the file (docs/sqlite.md, "Write-behind").
+    path = os.path.join(folder, "memory.db")
+    make_file(path, driver)
+    child = subprocess.run(
+        [python(), str(WORKER), "log_and_die", path, driver, "ann", "Ann drinks more tea", "none", "normal"],
+        capture_output=True,
+        text=True,
+    )
+    assert child.returncode == -9, child.stderr
+    file_mode, folder_mode = {
+        "read-only folder": (0o666, 0o755 if ROOT else 0o555),
+        "read-only file": (0o444, 0o777 if ROOT else 0o755),
+    }[case]
+    for suffix in ("", "-wal", "-shm"):  # the killed writer left its -wal and -shm (0600, its own)
+        if os.path.exists(path + suffix):
+            os.chmod(path + suffix, file_mode if suffix == "" else 0o644)
+    os.chmod(folder, folder_mode)
+    out = as_other_user(path, driver)
+    assert out["open"] == "ok", out
+    assert out["search"] == ["Ann drinks tea"], out
+    os.chmod(folder, 0o700)
+    writer = SQLiteMemory(path, driver=driver)  # drains the log at open
+    writer.close()
+    os.chmod(folder, folder_mode)
+    os.chmod(path, file_mode)
+    out = as_other_user(path, driver)
+    assert out["open"] == "ok", out
+    assert sorted(out["search"]) == ["Ann drinks more tea", "Ann drinks tea"], out  # type: ignore[arg-type]
