@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
 from memoryport.adapters.postgres import PostgresMemory
+from memoryport.adapters.sqlite import _store, load_driver
 from tests.postgres.support import Server, fresh_schema
 
 from .support import Live, live_server
@@ -179,3 +181,30 @@ def test_admin_acts_for_the_named_user_and_is_logged(
     ]
     everything = "\n".join(rec.getMessage() for rec in caplog.records)
     assert BEN_SECRET_TEXT not in everything and "locker" not in everything and ids["ben"] not in everything
+
+
+def test_a_record_still_in_the_write_behind_log_is_as_isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The default SQLite store logs a small add (write_behind) and drains it later: the drain thread is held
+    # back here, so before every request of Ann's, Ben's newest memory is in the log only (the request's read
+    # or write drains it first) and must stay Ben's.
+    monkeypatch.setattr(_store, "DRAIN_DELAY", 3600.0)
+    monkeypatch.setattr(_store, "DRAIN_ROWS", 10**9)
+    with live_server(tmp_path) as live, live.client("ben") as ben, live.client("ann") as ann:
+        assert ann.post("/v1/memories", json={"memories": [{"text": "Ann locker is by the pool"}]}).status_code == 200
+        assert ann.get("/v1/memories").json()["total"] == 1  # drains Ann's
+        for method, path, body, headers, status in READS + FORGETS:
+            secret = f"Ben's locker code is kiwi-{uuid.uuid4().hex}"
+            r = ben.post("/v1/memories", json={"memories": [{"text": secret, "session_id": "b1"}]})
+            assert r.status_code == 200, r.text
+            ben_id = r.json()["ids"][0]
+            conn = load_driver()[1].connect(str(live.db))
+            assert conn.execute("SELECT count(*) FROM inbox").fetchone()[0] == 1
+            conn.close()
+            payload = json.loads(json.dumps(body).replace("{ben}", ben_id)) if body is not None else None
+            r = ann.request(method, path.format(ben=ben_id), json=payload, headers=headers)
+            assert r.status_code == status, (method, path, r.text)
+            assert secret not in r.text, (method, path)
+            if (method, path, body, headers, status) in READS:
+                assert ben_id not in r.text, (method, path)
+            got = ben.get(f"/v1/memories/{ben_id}")
+            assert got.status_code == 200 and got.json()["text"] == secret, (method, path)
