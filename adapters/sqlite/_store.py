@@ -24,6 +24,7 @@ Plain storage behind :class:`memoryport.GuardedMemory`; see ``docs/sqlite.md``.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import collections
 import contextvars
 import functools
@@ -403,6 +404,31 @@ def _stop_drain(wake: threading.Event, full: threading.Event) -> None:
     full.set()
 
 
+#: The open ``write_behind`` stores of this process that logged adds (weakly: a dropped store is still collected).
+_LOGGING: weakref.WeakSet[SQLiteStore] = weakref.WeakSet()
+if hasattr(os, "register_at_fork"):  # a forked child's exit must not use its parent's stores (connections)
+    os.register_at_fork(after_in_child=_LOGGING.clear)
+
+
+@atexit.register
+def _drain_at_exit() -> None:
+    """At a normal exit, drain what the stores still open logged, as closing them would: a script that adds
+    and ends without closing (its drain thread, a daemon, would be stopped) leaves its records in the tables,
+    where a read-only opener or another tool reading the file sees them. A failure is logged (the next open
+    of a process that can write drains the log)."""
+    for store in list(_LOGGING):
+        if store._closed:
+            continue
+        try:
+            store.db.drain_now()
+        except Exception as exc:
+            logger.warning(
+                "SQLite %s: draining the write-behind log at exit failed (%s); the next open drains it",
+                os.path.basename(store.path),
+                type(exc).__name__,
+            )
+
+
 class SQLiteStore:
     """The :class:`~memoryport.MemoryPort` over one SQLite file (no checks of records: the guard does them).
 
@@ -726,6 +752,8 @@ class SQLiteStore:
 
     def _logged_more(self, n: int) -> None:
         """Wake the drain thread: it waits :data:`DRAIN_DELAY`, or less once :data:`DRAIN_ROWS` are logged."""
+        if not self._logged:
+            _LOGGING.add(self)
         self._logged += n
         if not self._wake.is_set():
             self._wake.set()

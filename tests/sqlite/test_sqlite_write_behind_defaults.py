@@ -10,6 +10,7 @@ files, and real processes where another process matters.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import uuid
 from datetime import timedelta
@@ -251,3 +252,66 @@ def test_a_record_logged_by_a_killed_process_is_erased_by_a_store_open_before_it
     assert again.count_sync(ANN) == 0
     again.close()
     assert leaks(path, [secret]) == []
+
+
+# -- a process that ends without closing its store -------------------------------------------------------------
+
+EXITS = """
+import sys
+from memoryport import MemoryRecord, MemoryScope, SQLiteMemory
+from memoryport.adapters.sqlite import _store
+_store.DRAIN_DELAY = 3600.0  # the drain thread would not drain before the exit
+_store.DRAIN_ROWS = 10**9
+memory = SQLiteMemory(sys.argv[1], driver=sys.argv[2])
+[rid] = memory.add_sync([MemoryRecord(scope=MemoryScope(user_id="ann"), text="ann leaves a walnut")])
+print(rid, flush=True)
+"""
+
+
+def test_a_script_that_exits_without_closing_leaves_its_adds_drained(tmp_path: Path, driver: str) -> None:
+    # A script that adds and ends (no close: the common one-shot hook) must leave its records in the tables,
+    # as close would: a read-only opener or a raw SQL reader cannot drain the log.
+    path = str(tmp_path / "m.db")
+    SQLiteMemory(path, driver=driver).close()
+    child = subprocess.run([python(), "-c", EXITS, path, driver], capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0, child.stderr
+    assert child.stderr == ""
+    rid = child.stdout.strip()
+    assert logged(path, driver) == 0
+    conn = load_driver(driver)[1].connect(path)
+    try:
+        assert conn.execute("SELECT id, text FROM records").fetchall() == [(rid, "ann leaves a walnut")]
+    finally:
+        conn.close()
+
+
+FORKS = (
+    EXITS
+    + """
+import os
+child = os.fork()
+if child == 0:
+    sys.exit(0)  # a normal exit of the child: its atexit must leave the parent's store alone
+os.waitpid(child, 0)
+from memoryport.adapters.sqlite import load_driver
+conn = load_driver(sys.argv[2])[1].connect(sys.argv[1])
+print(conn.execute("SELECT count(*) FROM inbox").fetchone()[0], flush=True)
+conn.close()
+"""
+)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX fork")
+def test_a_forked_child_that_exits_leaves_its_parents_log_alone(tmp_path: Path, driver: str) -> None:
+    path = str(tmp_path / "m.db")
+    SQLiteMemory(path, driver=driver).close()
+    child = subprocess.run([python(), "-c", FORKS, path, driver], capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0, child.stderr
+    rid, in_log = child.stdout.split()
+    assert in_log == "1"  # the child drained nothing with its parent's connections
+    assert logged(path, driver) == 0  # the parent's own exit did
+    conn = load_driver(driver)[1].connect(path)
+    try:
+        assert conn.execute("SELECT id FROM records").fetchall() == [(rid,)]
+    finally:
+        conn.close()
