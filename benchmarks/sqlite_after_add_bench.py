@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import statistics
 import sys
 import tempfile
@@ -59,25 +60,29 @@ async def main(argv: Sequence[str] | None = None) -> str:
         embedder.put(queries, corpus.vectors(len(queries)))
     user = MemoryScope(user_id="bench")
     folder = Path(args.folder or tempfile.mkdtemp(prefix="memoryport-after-add-"))
-    memory = SQLiteMemory(folder / "after-add.db", embedder=embedder, search_mode=args.mode)
-    for at in range(0, n, 1000):
-        await memory.add(records(lambda i: user, texts[at : at + 1000]))
-    asked = iter(queries)
-    for _ in range(50):  # warm: the caches built
-        await memory.search(next(asked), scope=user, k=10)
-    after: list[list[float]] = [[] for _ in range(args.searches)]
-    still: list[list[float]] = [[] for _ in range(args.searches)]
-    for r in range(args.rounds):
-        for j in range(args.searches):  # no add before these: the caches current
-            start = time.perf_counter()
+    try:
+        memory = SQLiteMemory(folder / "after-add.db", embedder=embedder, search_mode=args.mode)
+        for at in range(0, n, 1000):
+            await memory.add(records(lambda i: user, texts[at : at + 1000]))
+        asked = iter(queries)
+        for _ in range(50):  # warm: the caches built
             await memory.search(next(asked), scope=user, k=10)
-            still[j].append(time.perf_counter() - start)
-        await memory.add([MemoryRecord(scope=user, text=extra[r])])
-        for j in range(args.searches):
-            start = time.perf_counter()
-            await memory.search(next(asked), scope=user, k=10)
-            after[j].append(time.perf_counter() - start)
-    await memory.aclose()
+        after: list[list[float]] = [[] for _ in range(args.searches)]
+        still: list[list[float]] = [[] for _ in range(args.searches)]
+        for r in range(args.rounds):
+            for j in range(args.searches):  # no add before these: the caches current
+                start = time.perf_counter()
+                await memory.search(next(asked), scope=user, k=10)
+                still[j].append(time.perf_counter() - start)
+            await memory.add([MemoryRecord(scope=user, text=extra[r])])
+            for j in range(args.searches):
+                start = time.perf_counter()
+                await memory.search(next(asked), scope=user, k=10)
+                after[j].append(time.perf_counter() - start)
+        await memory.aclose()
+    finally:
+        if args.folder is None:  # the temporary folder this run made
+            shutil.rmtree(folder, ignore_errors=True)
     lines = [
         f"Python {sys.version.split()[0]}, {n:,} records of one user, {args.mode} search, k=10, "
         f"{args.rounds} rounds, command: `python -m benchmarks.sqlite_after_add_bench "

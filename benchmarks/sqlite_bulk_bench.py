@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import os
 import platform
+import shutil
 import statistics
 import sys
 import time
@@ -221,32 +222,36 @@ async def main(argv: Sequence[str] | None = None) -> str:
     if args.quick:
         args.records, args.runs = [2_000], 1
     folder = scratch(args.dir)
-    peers: list[str] = []
-    skipped: dict[str, str] = {}
-    if not args.no_peers:
-        ok, skipped = available(folder)
-        peers = [PEERS[p] for p in args.peers if PEERS[p] in ok]
-    lines = [
-        f"Python {platform.python_version()}, numpy {np.__version__}, {os.cpu_count()} cores, "
-        f"load average at the start {load_average()}, "
-        f"command: `python -m benchmarks.sqlite_bulk_bench {' '.join(argv if argv is not None else sys.argv[1:])}`",
-    ]
-    for label in (SqliteVec.label, LangGraphSqlite.label, LanceDB.label):
-        if label in skipped:
-            lines.append(f"- {label}: skipped ({skipped[label]})")
-    print("\n".join(lines), flush=True)
-    for n in args.records:
-        data = Data(n, 0, 0)
-        rows = await bench(data, n, args.runs, folder, peers, args.page_size)
-        text = (
-            f"\n### Bulk add, batches of {BATCH:,} (records/s; wall: median, min, max of {args.runs} runs; "
-            "CPU: records per CPU second of the process)\n\n"
-            + table(["system", "records", "median /s", "min /s", "max /s", "per CPU s", "x goal", "runs"], rows)
-        )
-        print(text, flush=True)
-        lines.append(text)
-    lines.append(f"\nload average at the end {load_average()}")
-    print(lines[-1])
+    try:
+        peers: list[str] = []
+        skipped: dict[str, str] = {}
+        if not args.no_peers:
+            ok, skipped = available(folder)
+            peers = [PEERS[p] for p in args.peers if PEERS[p] in ok]
+        lines = [
+            f"Python {platform.python_version()}, numpy {np.__version__}, {os.cpu_count()} cores, "
+            f"load average at the start {load_average()}, "
+            f"command: `python -m benchmarks.sqlite_bulk_bench {' '.join(argv if argv is not None else sys.argv[1:])}`",
+        ]
+        for label in (SqliteVec.label, LangGraphSqlite.label, LanceDB.label):
+            if label in skipped:
+                lines.append(f"- {label}: skipped ({skipped[label]})")
+        print("\n".join(lines), flush=True)
+        for n in args.records:
+            data = Data(n, 0, 0)
+            rows = await bench(data, n, args.runs, folder, peers, args.page_size)
+            text = (
+                f"\n### Bulk add, batches of {BATCH:,} (records/s; wall: median, min, max of {args.runs} runs; "
+                "CPU: records per CPU second of the process)\n\n"
+                + table(["system", "records", "median /s", "min /s", "max /s", "per CPU s", "x goal", "runs"], rows)
+            )
+            print(text, flush=True)
+            lines.append(text)
+        lines.append(f"\nload average at the end {load_average()}")
+        print(lines[-1])
+    finally:
+        if args.dir is None:  # the temporary folder this run made (its files are removed as it goes)
+            shutil.rmtree(folder, ignore_errors=True)
     out = "\n".join(lines) + "\n"
     if args.out:
         write(args.out, out)
