@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,3 +51,23 @@ def raw_bytes(path: str) -> bytes:
             with open(path + suffix, "rb") as f:
                 out += f.read()
     return out
+
+
+@contextlib.contextmanager
+def logging_child(db_path: str, driver: str, embed: str, text: str = "ann cracks a walnut") -> Iterator[str]:
+    """A process that added one record of user ``ann`` with write_behind (still in its log: its id) and stays
+    open until the block ends (then it closes, and must exit cleanly)."""
+    child = subprocess.Popen(
+        [python(), str(WORKER), "log_and_wait", db_path, driver, "ann", text, embed],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    rid = child.stdout.readline().strip()
+    try:
+        yield rid
+    finally:
+        _, err = child.communicate("\n", timeout=60)
+        assert child.returncode == 0, err

@@ -9,11 +9,10 @@ writers).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ from memoryport import (
 from memoryport.adapters.sqlite import SQLiteStore, _store, load_driver
 from memoryport.contracts import MemoryContract
 
-from .support import WORKER, bow_embedder, python, raw_bytes
+from .support import WORKER, bow_embedder, logging_child, python, raw_bytes
 
 ANN = MemoryScope(user_id="ann")
 BEN = MemoryScope(user_id="ben")
@@ -393,25 +392,6 @@ def test_an_add_survives_its_process_killed_right_after_it_returned(
     assert found is not None and found.text == "ann cracks a walnut"
     assert [h.record.id for h in memory.search_sync("walnut", scope=ANN)] == [rid]
     memory.close()
-
-
-@contextlib.contextmanager
-def logging_child(db_path: str, driver: str, embed: str) -> Iterator[str]:
-    """A process that added one record with write_behind (still in its log: its id) and stays open until told."""
-    child = subprocess.Popen(
-        [python(), str(WORKER), "log_and_wait", db_path, driver, "ann", "ann cracks a walnut", embed],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert child.stdout is not None
-    rid = child.stdout.readline().strip()
-    try:
-        yield rid
-    finally:
-        _, err = child.communicate("\n", timeout=60)
-        assert child.returncode == 0, err
 
 
 @pytest.mark.parametrize("embed", [False, True])

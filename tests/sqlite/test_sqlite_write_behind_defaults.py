@@ -23,7 +23,7 @@ from memoryport._records import utcnow
 from memoryport.adapters.sqlite import _store, load_driver
 from memoryport.curated import AgentMemory
 
-from .support import WORKER, bow_embedder, python, raw_bytes
+from .support import WORKER, bow_embedder, logging_child, python, raw_bytes
 
 ANN = MemoryScope(user_id="ann")
 BEN = MemoryScope(user_id="ben")
@@ -203,25 +203,14 @@ def test_a_user_erased_by_another_process_takes_a_record_still_in_the_log(tmp_pa
     memory = SQLiteMemory(path, embedder=bow_embedder(), driver=driver, write_behind=False)
     memory.add_sync([MemoryRecord(scope=BEN, text="ben bakes bread")])
     secret = marker()
-    child = subprocess.Popen(
-        [python(), str(WORKER), "log_and_wait", path, driver, "ann", f"ann whispers {secret}", "bow"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert child.stdout is not None
-    rid = child.stdout.readline().strip()
-    try:
+    with logging_child(path, driver, "bow", text=f"ann whispers {secret}") as rid:
         assert logged(path, driver) == 1
         assert leaks(path, [secret]) == [secret]
         # The child still runs, its drain thread and its adds' caches alive: the erasure drains its log first.
         assert memory.delete_sync(scope=ANN) == 1
         assert leaks(path, [secret]) == []
         assert logged(path, driver) == 0
-    finally:
-        _, err = child.communicate("\n", timeout=60)  # the child closes: its close drains (nothing left)
-    assert child.returncode == 0, err
+    # the child closed (its close drains: nothing left) and exited cleanly
     assert leaks(path, [secret]) == []
     memory.close()
     again = SQLiteMemory(path, embedder=bow_embedder(), driver=driver)
