@@ -234,9 +234,7 @@ class Database:
         raises the driver's ``OperationalError`` at once instead of blocking the
         loop; the caller then runs the search in a worker thread.
         """
-        conn = getattr(self._local, "nowait", None)
-        if conn is None:
-            conn = self._local.nowait = self._connect(busy_timeout=0.0)
+        conn = self._nowait()
         conn.execute("BEGIN")
         if self.drain is not None and self._logged(conn):
             # The write-behind log holds adds: drain them here if that needs no waiting, else NotHere.
@@ -250,15 +248,19 @@ class Database:
             if conn.in_transaction:
                 conn.execute("COMMIT")
 
+    def _nowait(self) -> Conn:
+        """This thread's connection that never waits for a lock (opened on first use)."""
+        conn: Conn | None = getattr(self._local, "nowait", None)
+        if conn is None:
+            conn = self._local.nowait = self._connect(busy_timeout=0.0)
+        return conn
+
     def at_once(self, fn: Callable[[Conn], T]) -> T:
         """``fn`` on :meth:`read_nowait`'s connection, outside a transaction: each statement its own snapshot.
 
         For a caller that reads in one statement, and checks in it that what it used from RAM is current.
         """
-        conn = getattr(self._local, "nowait", None)
-        if conn is None:
-            conn = self._local.nowait = self._connect(busy_timeout=0.0)
-        return fn(conn)
+        return fn(self._nowait())
 
     @staticmethod
     def _logged(conn: Conn) -> bool:

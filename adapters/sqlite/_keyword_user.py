@@ -301,7 +301,6 @@ class UserIndexes:
         (:meth:`of`)."""
         if file_gen == self.file_gen:
             return
-        spare = object() if line is None else line.root  # (a new object: no index's root)
         with self.lock:
             kept = {tenant_token(user): (user, index.gen) for user, index in self.users.items()}
         gens: dict[str, int] = {}
@@ -318,7 +317,7 @@ class UserIndexes:
                     have is not None
                     and have.gen == gen
                     and gens.get(token) != gen
-                    and not (user == searched and have.root is spare)
+                    and not (line is not None and user == searched and have.root is line.root)
                 ):
                     del self.users[user]
                     self.nbytes -= have.nbytes

@@ -419,14 +419,7 @@ def _drain_at_exit() -> None:
     for store in list(_LOGGING):
         if store._closed:
             continue
-        try:
-            store.db.drain_now()
-        except Exception as exc:
-            logger.warning(
-                "SQLite %s: draining the write-behind log at exit failed (%s); the next open drains it",
-                os.path.basename(store.path),
-                type(exc).__name__,
-            )
+        store._drain_or_warn(store.db.drain_now, " at exit", "the next open drains it")
 
 
 class SQLiteStore:
@@ -858,15 +851,25 @@ class SQLiteStore:
         """One round of the drain thread (:func:`_drain_loop`): the log into the tables; a failure is logged."""
         self._wake.clear()
         self._full.clear()
-        try:
-            self.db.drain_now()
-        except Exception as exc:  # the next read, write or wake retries; the rows stay in the log
-            logger.warning(
-                "SQLite %s: draining the write-behind log failed (%s); the next read or write retries",
-                os.path.basename(self.path),
-                type(exc).__name__,
-            )
+        # On failure the rows stay in the log: the next read, write or wake retries.
+        if not self._drain_or_warn(self.db.drain_now, "", "the next read or write retries"):
             time.sleep(DRAIN_DELAY)
+
+    def _drain_or_warn(self, drain: Callable[[], object], when: str, then: str) -> bool:
+        """Run ``drain`` (the write-behind log into the tables); False, and a WARNING saying what happens
+        ``then``, when it fails (the rows stay in the log)."""
+        try:
+            drain()
+        except Exception as exc:
+            logger.warning(
+                "SQLite %s: draining the write-behind log%s failed (%s); %s",
+                os.path.basename(self.path),
+                when,
+                type(exc).__name__,
+                then,
+            )
+            return False
+        return True
 
     def _needs_embedder(self) -> str | None:
         row = self.db.conn().execute("SELECT value FROM meta WHERE key = 'embedder_name'").fetchone()
@@ -1358,14 +1361,8 @@ class SQLiteStore:
             thread.join()
         self._writer.shutdown(wait=True)
         if self.db.drain is not None:
-            try:
-                self.db.read(_nothing)  # drains the log: nothing of this process's adds waits for the next open
-            except Exception as exc:
-                logger.warning(
-                    "SQLite %s: draining the write-behind log on close failed (%s); the next open drains it",
-                    os.path.basename(self.path),
-                    type(exc).__name__,
-                )
+            # A read drains the log: nothing of this process's adds waits for the next open.
+            self._drain_or_warn(lambda: self.db.read(_nothing), " on close", "the next open drains it")
         self._pool.shutdown(wait=True)
         self.numpy.shutdown(wait=True)
         self.timelines.clear()
