@@ -29,6 +29,7 @@ from ._errors import (
     ModelError,
     UnsupportedCapability,
     UsageError,
+    WalRemoved,
 )
 from ._events import EventSink, MemoryEvent
 from ._extras import lazy_exports
@@ -230,6 +231,7 @@ __all__ = [
     "ToolHistory",
     "UnsupportedCapability",
     "UsageError",
+    "WalRemoved",
     "ZepMemory",
     "__version__",
     "copy_memories",

@@ -9,7 +9,8 @@ Every error the package raises on purpose derives from :class:`MemoryportError`:
     │   └── EmbedderMismatch             a file was opened with another embedder
     ├── BackendError                     a backend or third-party SDK failed (chained)
     │   ├── EmbeddingError               an embedder failed
-    │   └── ModelError                   a language model failed or answered badly
+    │   ├── ModelError                   a language model failed or answered badly
+    │   └── WalRemoved                   an SQLite store's -wal was removed under it; reopen it
     └── MissingExtra (ImportError)       an optional dependency is not installed
 
 Error messages name fields and limits, never the stored texts.
@@ -27,6 +28,7 @@ __all__ = [
     "ModelError",
     "UnsupportedCapability",
     "UsageError",
+    "WalRemoved",
 ]
 
 
@@ -116,6 +118,24 @@ class ModelError(BackendError):
     def __init__(self, message: str, *, backend: str, reason: str, operation: str = "complete") -> None:
         super().__init__(message, backend=backend, operation=operation)
         self.reason = reason
+
+
+class WalRemoved(BackendError):
+    """An SQLite store's ``-wal`` file was removed under it; the call wrote and read nothing. Reopen the store.
+
+    Another copy of SQLite in the same process (Python's ``sqlite3`` while the
+    store uses ``pysqlite3``, say) opened the file and closed it: it does not see
+    the store's locks, so it took itself for the file's last user, copied the
+    WAL into the file and deleted it. The store's connections would write into
+    the deleted file (lost at close) and read without seeing other processes'
+    writes, so every read and write of that store raises this instead. What it
+    acknowledged before is in the file: close the store and open it again.
+
+    Example:
+        >>> from memoryport import BackendError, WalRemoved
+        >>> issubclass(WalRemoved, BackendError)
+        True
+    """
 
 
 class MissingExtra(MemoryportError, ImportError):

@@ -91,6 +91,7 @@ PUBLIC = [
     "ToolHistory",
     "UnsupportedCapability",
     "UsageError",
+    "WalRemoved",
     "ZepMemory",
     "__version__",
     "copy_memories",

@@ -329,7 +329,7 @@ def test_an_index_without_int8_codes_is_dropped_and_rebuilt(tmp_path: object) ->
     conn.close()
     reopened = SQLiteMemory(path, embedder(), search_mode="vector", ann_threshold=100)
     assert reopened.store.stats()["schema_version"] == SCHEMA_VERSION
-    conn = sqlite3.connect(path)
+    conn = reopened.store.driver.connect(path)  # the store's own SQLite library (docs/sqlite.md)
     assert [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("ann_index", "ann_lists")] == [0, 0]
     conn.close()
     assert reopened.search_sync("c3 old 3", scope=ANN, k=1)[0].record.text == "c3 old 3"  # exact meanwhile

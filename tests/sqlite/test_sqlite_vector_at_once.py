@@ -7,7 +7,6 @@ write-behind log holds rows, in one statement; anything not current drops it.
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -73,7 +72,7 @@ async def test_another_writer_makes_it_step_aside(tmp_path: Path, driver: str) -
     qvec = (await embed(memory.store.embedder, ["tea"]))[0]  # type: ignore[arg-type]
     assert at_once(memory, "tea", qvec, 5) is not None
     # Another process's write moves the tenant's generation: the vectors in RAM are no longer current.
-    raw = sqlite3.connect(tmp_path / "m.db")
+    raw = memory.store.driver.connect(tmp_path / "m.db")  # the store's own SQLite library (docs/sqlite.md)
     raw.execute("UPDATE generations SET gen = gen + 1 WHERE tenant = ?", (tenant_token("ann"),))
     raw.commit()
     raw.close()
@@ -88,7 +87,7 @@ async def test_an_index_of_the_user_makes_it_step_aside(tmp_path: Path, driver: 
     memory = await filled(tmp_path / "m.db", driver, ann_threshold=100_000)  # indexes on, none built yet
     qvec = (await embed(memory.store.embedder, ["tea"]))[0]  # type: ignore[arg-type]
     assert at_once(memory, "tea", qvec, 5) is not None
-    raw = sqlite3.connect(tmp_path / "m.db")
+    raw = memory.store.driver.connect(tmp_path / "m.db")  # the store's own SQLite library (docs/sqlite.md)
     raw.execute(
         "INSERT INTO ann_index(tenant, nlist, dim, centroids, built, version) VALUES (?, 1, 64, ?, 0, 1)",
         (tenant_token("ann"), bytes(256)),

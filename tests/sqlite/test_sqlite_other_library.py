@@ -1,0 +1,216 @@
+"""A second SQLite library of the same process opens the store's file and closes it: nothing acknowledged is lost.
+
+That library does not see the store's locks (POSIX locks belong to the
+process), so closing its connection it takes itself for the file's last user:
+it copies the WAL into the file and deletes ``-wal`` and ``-shm``. The store's
+connections would go on writing into the deleted WAL (acknowledged, then lost at
+close) and reading without seeing other processes' writes. The store notices the
+removal before every read and write and raises :class:`WalRemoved` instead; what
+it acknowledged before is in the file, and reopening the store continues.
+
+Both directions are tested (Python's ``sqlite3`` under a ``pysqlite3`` store and
+the reverse), with and without the write-behind log; the same library is safe
+(SQLite's own bookkeeping of its connections in the process) and must not raise.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from memoryport import GuardedMemory, MemoryRecord, MemoryScope, SQLiteMemory, WalRemoved
+from memoryport.adapters.sqlite import SQLiteStore, _store, available_drivers, load_driver
+
+from .support import DRIVERS, bow_embedder, logging_child
+
+ANN = MemoryScope(user_id="ann")
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(
+        any(d not in available_drivers() for d in DRIVERS), reason="needs both SQLite libraries (the dev extra)"
+    ),
+]
+
+
+@pytest.fixture(params=[True, False], ids=["write_behind", "direct"])
+def write_behind(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param)
+
+
+@pytest.fixture
+def held(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The drain thread waits an hour: only reads and writes drain the write-behind log."""
+    monkeypatch.setattr(_store, "DRAIN_DELAY", 3600.0)
+    monkeypatch.setattr(_store, "DRAIN_ROWS", 10**9)
+
+
+def other_library(driver: str) -> ModuleType:
+    """The SQLite library that is not the store's."""
+    [other] = [d for d in DRIVERS if d != driver]
+    return load_driver(other)[1]
+
+
+def look(path: Path, library: ModuleType) -> int:
+    """What a user does to peek into the file: connect, count, close."""
+    conn = library.connect(str(path))
+    try:
+        # Stored records, and records still in the write-behind log.
+        return int(conn.execute("SELECT (SELECT count(*) FROM records) + (SELECT count(*) FROM inbox)").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def open_memory(path: Path, driver: str, write_behind: bool) -> GuardedMemory[SQLiteStore]:
+    return SQLiteMemory(path, driver=driver, write_behind=write_behind)
+
+
+async def texts(path: Path, driver: str) -> list[str]:
+    """Every text in the file, read by a fresh store (which drains a log left in it)."""
+    memory = SQLiteMemory(path, driver=driver)
+    try:
+        return sorted(r.text for r in await memory.export(scope=ANN))
+    finally:
+        await memory.aclose()
+
+
+def note(text: str) -> list[MemoryRecord]:
+    return [MemoryRecord(scope=ANN, text=text)]
+
+
+async def test_the_other_library_closing_makes_reads_and_writes_raise(
+    tmp_path: Path, driver: str, write_behind: bool
+) -> None:
+    path = tmp_path / "m.db"
+    memory = open_memory(path, driver, write_behind)
+    await memory.add(note("first walnut"))
+    assert [h.record.text for h in await memory.search("walnut", scope=ANN, k=5)] == ["first walnut"]
+    assert look(path, other_library(driver)) == 1
+    assert not (tmp_path / "m.db-wal").exists()  # the hazard itself: the other library deleted the WAL
+    with pytest.raises(WalRemoved, match=r"m\.db: its -wal file was removed.*open it again") as caught:
+        await memory.add(note("second walnut"))
+    assert caught.value.operation == "write"
+    with pytest.raises(WalRemoved) as read:
+        await memory.search("walnut", scope=ANN, k=5)
+    assert read.value.operation == "read"
+    with pytest.raises(WalRemoved):
+        await memory.count(scope=ANN)
+    await memory.aclose()  # closing logs the failed drain, and raises nothing
+    assert await texts(path, driver) == ["first walnut"]
+    # Reopened, the store works again.
+    again = open_memory(path, driver, write_behind)
+    await again.add(note("third walnut"))
+    await again.aclose()
+    assert await texts(path, driver) == ["first walnut", "third walnut"]
+
+
+async def test_the_same_library_is_safe(tmp_path: Path, driver: str, write_behind: bool) -> None:
+    path = tmp_path / "m.db"
+    memory = open_memory(path, driver, write_behind)
+    await memory.add(note("first walnut"))
+    assert look(path, load_driver(driver)[1]) == 1  # the store's own module: SQLite sees the store's connections
+    assert (tmp_path / "m.db-wal").exists()
+    await memory.add(note("second walnut"))
+    assert len(await memory.search("walnut", scope=ANN, k=5)) == 2
+    await memory.aclose()
+    assert await texts(path, driver) == ["first walnut", "second walnut"]
+
+
+async def test_the_other_library_opened_first_and_closed_later(tmp_path: Path, driver: str, write_behind: bool) -> None:
+    path = tmp_path / "m.db"
+    await open_memory(path, driver, write_behind).aclose()  # the file exists, without records
+    peek = other_library(driver).connect(str(path))
+    assert peek.execute("SELECT count(*) FROM records").fetchone()[0] == 0
+    memory = open_memory(path, driver, write_behind)
+    await memory.add(note("first walnut"))
+    peek.close()
+    with pytest.raises(WalRemoved):
+        await memory.add(note("second walnut"))
+    await memory.aclose()
+    assert await texts(path, driver) == ["first walnut"]
+
+
+async def test_a_logged_add_survives_and_a_read_that_would_drain_raises(
+    tmp_path: Path, driver: str, held: None
+) -> None:
+    path = tmp_path / "m.db"
+    memory = open_memory(path, driver, True)
+    await memory.add(note("first walnut"))  # drained by the search below
+    await memory.search("walnut", scope=ANN, k=5)
+    await memory.add(note("logged walnut"))  # in the write-behind log
+    assert look(path, other_library(driver)) == 2
+    with pytest.raises(WalRemoved):  # the read would drain the log into the deleted WAL
+        await memory.search("walnut", scope=ANN, k=5)
+    await memory.aclose()
+    # The log's row was copied into the file by the other library's checkpoint; the next open drains it.
+    assert await texts(path, driver) == ["first walnut", "logged walnut"]
+
+
+async def test_several_stores_on_the_file_all_notice(tmp_path: Path, driver: str, write_behind: bool) -> None:
+    path = tmp_path / "m.db"
+    one = open_memory(path, driver, write_behind)
+    two = open_memory(path, driver, not write_behind)
+    await one.add(note("first walnut"))
+    await two.add(note("second walnut"))
+    assert look(path, other_library(driver)) == 2
+    for memory in (one, two):
+        with pytest.raises(WalRemoved):
+            await memory.add(note("lost walnut"))
+        with pytest.raises(WalRemoved):
+            await memory.search("walnut", scope=ANN, k=5)
+    await one.aclose()
+    await two.aclose()
+    assert await texts(path, driver) == ["first walnut", "second walnut"]
+
+
+def test_sync_calls_raise_too(tmp_path: Path, driver: str) -> None:
+    path = tmp_path / "m.db"
+    memory = SQLiteMemory(path, driver=driver)
+    memory.add_sync(note("first walnut"))
+    look(path, other_library(driver))
+    with pytest.raises(WalRemoved):
+        memory.add_sync(note("second walnut"))
+    with pytest.raises(WalRemoved):
+        memory.search_sync("walnut", scope=ANN, k=5)
+    memory.close()
+
+
+async def test_with_an_embedder_vector_searches_raise_too(tmp_path: Path, driver: str, write_behind: bool) -> None:
+    path = tmp_path / "m.db"
+    memory = SQLiteMemory(path, driver=driver, embedder=bow_embedder(), search_mode="vector", write_behind=write_behind)
+    await memory.add(note("first walnut"))
+    assert len(await memory.search("walnut", scope=ANN, k=5)) == 1  # the vectors are in RAM now
+    look(path, other_library(driver))
+    with pytest.raises(WalRemoved):
+        await memory.search("walnut", scope=ANN, k=5)
+    with pytest.raises(WalRemoved):
+        await memory.add(note("second walnut"))
+    await memory.aclose()
+    again = SQLiteMemory(path, driver=driver, embedder=bow_embedder())
+    assert [r.text for r in await again.export(scope=ANN)] == ["first walnut"]
+    await again.aclose()
+
+
+async def test_reopening_waits_for_every_store_of_the_process_on_the_file(tmp_path: Path, driver: str) -> None:
+    path = tmp_path / "m.db"
+    one = open_memory(path, driver, True)
+    two = open_memory(path, driver, False)
+    await one.add(note("first walnut"))
+    look(path, other_library(driver))
+    await one.aclose()
+    # ``two`` keeps SQLite's map of the deleted -shm alive: a store opened now would share it with ``two``
+    # while other processes use a new -shm.
+    with pytest.raises(WalRemoved, match="close every store of this process on the file first") as caught:
+        open_memory(path, driver, True)
+    assert caught.value.operation == "open"
+    await two.aclose()
+    again = open_memory(path, driver, True)
+    assert (tmp_path / "m.db-shm").exists()  # a -shm of its own again, the one other processes use
+    with logging_child(str(path), driver, "none", "child walnut"):  # another process adds meanwhile
+        await again.add(note("second walnut"))
+        found = sorted(h.record.text for h in await again.search("walnut", scope=ANN, k=5))
+        assert found == ["child walnut", "first walnut", "second walnut"]
+    await again.aclose()
+    assert await texts(path, driver) == ["child walnut", "first walnut", "second walnut"]
