@@ -29,12 +29,20 @@ def create_file(path: str) -> None:
         raise UsageError(f"cannot create the SQLite file {path}: {exc.strerror}") from None
     else:
         os.close(fd)
-    try:
-        with open(path, "rb") as f:
-            f.read(1)
-    except PermissionError:
-        raise UsageError(f"cannot read the SQLite file {path}: permission denied (owned by another user?)") from None
+    # Never open and close the file itself here: closing any descriptor of a file releases every POSIX lock
+    # the process holds on it, SQLite's too. Another store of this process on the file would lose its locks,
+    # and another process closing its last connection would take itself for the last one and delete the -wal
+    # under that store (its later adds lost: tests/sqlite/test_sqlite_other_library.py).
+    if not _may(path, os.R_OK):
+        raise UsageError(f"cannot read the SQLite file {path}: permission denied (owned by another user?)")
     tighten(path)
+
+
+def _may(path: str, mode: int) -> bool:
+    """``os.access`` with the effective user where the platform can (what ``open`` checks), without opening."""
+    if os.access in os.supports_effective_ids:
+        return os.access(path, mode, effective_ids=True)
+    return os.access(path, mode)
 
 
 def tighten(path: str) -> None:
@@ -68,11 +76,7 @@ def writable(path: str, *, folder: bool = False) -> bool:
         os.close(fd)
         os.unlink(probe)
         return True
-    try:
-        os.close(os.open(path, os.O_RDWR))
-    except OSError:
-        return False
-    return True
+    return _may(path, os.W_OK)  # not open + close: see create_file
 
 
 def cannot_write(path: str) -> str | None:

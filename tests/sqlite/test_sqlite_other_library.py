@@ -11,10 +11,14 @@ it acknowledged before is in the file, and reopening the store continues.
 Both directions are tested (Python's ``sqlite3`` under a ``pysqlite3`` store and
 the reverse), with and without the write-behind log; the same library is safe
 (SQLite's own bookkeeping of its connections in the process) and must not raise.
+Last, the same harm without a second library: any descriptor of the file closed
+in the process releases its locks, so opening a second store must not open and
+close the file itself.
 """
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from types import ModuleType
 
@@ -23,7 +27,7 @@ import pytest
 from memoryport import GuardedMemory, MemoryRecord, MemoryScope, SQLiteMemory, WalRemoved
 from memoryport.adapters.sqlite import SQLiteStore, _store, available_drivers, load_driver
 
-from .support import DRIVERS, bow_embedder, logging_child
+from .support import DRIVERS, WORKER, bow_embedder, logging_child, python
 
 ANN = MemoryScope(user_id="ann")
 
@@ -214,3 +218,21 @@ async def test_reopening_waits_for_every_store_of_the_process_on_the_file(tmp_pa
         assert found == ["child walnut", "first walnut", "second walnut"]
     await again.aclose()
     assert await texts(path, driver) == ["child walnut", "first walnut", "second walnut"]
+
+
+def test_opening_a_second_store_keeps_the_first_ones_locks(tmp_path: Path, driver: str, write_behind: bool) -> None:
+    """Opening the file (even only to check it can be read) and closing it releases every POSIX lock of the
+    process on it: a process closing after that would take itself for the last one and delete the -wal."""
+    path = tmp_path / "m.db"
+    one = open_memory(path, driver, write_behind)
+    one.add_sync(note("first walnut"))
+    two = open_memory(path, driver, write_behind)  # a second store of this process on the file
+    subprocess.run([python(), str(WORKER), "add", str(path), driver, "ann", "child walnut", "0"], check=True)
+    assert (tmp_path / "m.db-wal").exists()  # the other process saw this one's locks and left the WAL
+    one.add_sync(note("second walnut"))
+    assert len(one.search_sync("walnut", scope=ANN, k=5)) == 3
+    one.close()
+    two.close()
+    again = SQLiteMemory(path, driver=driver)
+    assert sorted(r.text for r in again.export_sync(scope=ANN)) == ["child walnut", "first walnut", "second walnut"]
+    again.close()
