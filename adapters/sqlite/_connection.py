@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from memoryport._errors import BackendError, UsageError, WalRemoved
 
-from . import _erasure
+from . import _erasure, _locks
 from ._rows import Conn
 
 __all__ = ["CHECKPOINT_PAGES", "DURABILITY", "Database", "NotHere", "is_busy"]
@@ -149,7 +149,31 @@ class Database:
         self.drain: Callable[[Conn, bool], Callable[[], None] | None] | None = None
         #: The file's ``-wal`` held open (POSIX), to notice another SQLite library removing it (see :meth:`check_wal`).
         self._wal_fd: int | None = None
+        #: The file's key in ``_locks`` while this Database holds its share of the locks that keep the -wal alive.
+        self._pinned: tuple[int, int] | None = None
         claim_library(self)
+
+    def keep_wal(self) -> None:
+        """Once the connections opened the file in WAL mode: keep its ``-wal`` from being deleted under them.
+
+        On Linux, OFD locks on SQLite's own lock bytes (see ``_locks.py``): no
+        other copy of SQLite in this process, nor another process after a
+        descriptor of the file was closed here, can then take itself for the
+        file's last user and delete the WAL. Elsewhere, or if the locks could not
+        be taken, :meth:`watch_wal`: every read and write checks the WAL first.
+        No-op where there is no ``-wal`` (a read-only file read as immutable).
+        """
+        if self.ro_mode == "immutable=1" or self._pinned is not None or self._wal_fd is not None:
+            return
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return
+        key = (st.st_dev, st.st_ino)
+        if _locks.pin(self.path, key, wait=self.busy_timeout):
+            self._pinned = key
+        else:
+            self.watch_wal()
 
     def watch_wal(self) -> None:
         """Hold the file's ``-wal`` open from now on (once the connections use it), for :meth:`check_wal`.
@@ -190,7 +214,14 @@ class Database:
         A write committed while the other library closes (from another thread,
         within that microsecond) is not covered. Costs one ``fstat`` (~0.6 µs).
         """
-        if self._wal_fd is not None and self.wal_removed():
+        fd = self._wal_fd
+        if fd is None:
+            return
+        try:
+            removed = os.fstat(fd).st_nlink == 0  # inline, not wal_removed(): this runs before every add
+        except OSError:
+            return
+        if removed:
             raise WalRemoved(
                 f"SQLite {self.name}: its -wal file was removed under this store, most likely by another SQLite "
                 f"library of this process (a connection to the file opened through a module other than the "
@@ -557,6 +588,10 @@ class Database:
 
     def close(self) -> None:
         """Close every connection of every thread (best effort)."""
+        # The last store of this process on the file unlocks first (so that its last connection checkpoints
+        # and deletes the WAL as usual) and closes the locks' descriptors last (see _locks.unpin).
+        key, self._pinned = self._pinned, None
+        unlocked = _locks.unpin(key) if key is not None else []
         with self._conn_lock:
             for conn in self._connections:
                 try:
@@ -570,6 +605,7 @@ class Database:
         fd, self._wal_fd = self._wal_fd, None
         if fd is not None:
             os.close(fd)
+        _locks.close_later(unlocked)
         release_library(self)
 
 

@@ -302,7 +302,7 @@ class _Opening:
             conn.execute("PRAGMA journal_mode = WAL")
             tighten(db.path)
         kind, pending = db.transaction(conn, self._open, immediate=db.read_only is None)
-        db.watch_wal()  # the -wal exists now (unless read as immutable): notice another library deleting it
+        db.keep_wal()  # the -wal exists now (unless read as immutable): keep it from being deleted under us
         if pending and db.read_only is None:  # an erasure that a killed process left half done
             with db.write_lock:
                 _erasure.finish_erasure(db, conn)

@@ -4,9 +4,14 @@ That library does not see the store's locks (POSIX locks belong to the
 process), so closing its connection it takes itself for the file's last user:
 it copies the WAL into the file and deletes ``-wal`` and ``-shm``. The store's
 connections would go on writing into the deleted WAL (acknowledged, then lost at
-close) and reading without seeing other processes' writes. The store notices the
-removal before every read and write and raises :class:`WalRemoved` instead; what
-it acknowledged before is in the file, and reopening the store continues.
+close) and reading without seeing other processes' writes.
+
+On Linux the store holds OFD locks on SQLite's lock bytes (``_locks.py``): the
+other library's close cannot take the EXCLUSIVE lock, the WAL stays, and every
+add is kept with no error. Where those locks are not available (tested here by
+switching them off: the ``unlocked`` fixture) the store notices the removal
+before every read and write and raises :class:`WalRemoved` instead; what it
+acknowledged before is in the file, and reopening the store continues.
 
 Both directions are tested (Python's ``sqlite3`` under a ``pysqlite3`` store and
 the reverse), with and without the write-behind log; the same library is safe
@@ -25,7 +30,7 @@ from types import ModuleType
 import pytest
 
 from memoryport import GuardedMemory, MemoryRecord, MemoryScope, SQLiteMemory, WalRemoved
-from memoryport.adapters.sqlite import SQLiteStore, _store, available_drivers, load_driver
+from memoryport.adapters.sqlite import SQLiteStore, _locks, _store, available_drivers, load_driver
 
 from .support import DRIVERS, WORKER, bow_embedder, logging_child, python
 
@@ -49,6 +54,15 @@ def held(monkeypatch: pytest.MonkeyPatch) -> None:
     """The drain thread waits an hour: only reads and writes drain the write-behind log."""
     monkeypatch.setattr(_store, "DRAIN_DELAY", 3600.0)
     monkeypatch.setattr(_store, "DRAIN_ROWS", 10**9)
+
+
+@pytest.fixture
+def unlocked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stores opened in this test hold no OFD locks (as off Linux): they check the WAL before each read and write."""
+    monkeypatch.setattr(_locks, "HAS_OFD", False)
+
+
+locked = pytest.mark.skipif(not _locks.HAS_OFD, reason="OFD locks are Linux-only")
 
 
 def other_library(driver: str) -> ModuleType:
@@ -84,8 +98,8 @@ def note(text: str) -> list[MemoryRecord]:
     return [MemoryRecord(scope=ANN, text=text)]
 
 
-async def test_the_other_library_closing_makes_reads_and_writes_raise(
-    tmp_path: Path, driver: str, write_behind: bool
+async def test_unlocked_the_other_library_closing_makes_reads_and_writes_raise(
+    tmp_path: Path, driver: str, write_behind: bool, unlocked: None
 ) -> None:
     path = tmp_path / "m.db"
     memory = open_memory(path, driver, write_behind)
@@ -122,7 +136,9 @@ async def test_the_same_library_is_safe(tmp_path: Path, driver: str, write_behin
     assert await texts(path, driver) == ["first walnut", "second walnut"]
 
 
-async def test_the_other_library_opened_first_and_closed_later(tmp_path: Path, driver: str, write_behind: bool) -> None:
+async def test_unlocked_the_other_library_opened_first_and_closed_later(
+    tmp_path: Path, driver: str, write_behind: bool, unlocked: None
+) -> None:
     path = tmp_path / "m.db"
     await open_memory(path, driver, write_behind).aclose()  # the file exists, without records
     peek = other_library(driver).connect(str(path))
@@ -136,8 +152,8 @@ async def test_the_other_library_opened_first_and_closed_later(tmp_path: Path, d
     assert await texts(path, driver) == ["first walnut"]
 
 
-async def test_a_logged_add_survives_and_a_read_that_would_drain_raises(
-    tmp_path: Path, driver: str, held: None
+async def test_unlocked_a_logged_add_survives_and_a_read_that_would_drain_raises(
+    tmp_path: Path, driver: str, held: None, unlocked: None
 ) -> None:
     path = tmp_path / "m.db"
     memory = open_memory(path, driver, True)
@@ -152,7 +168,9 @@ async def test_a_logged_add_survives_and_a_read_that_would_drain_raises(
     assert await texts(path, driver) == ["first walnut", "logged walnut"]
 
 
-async def test_several_stores_on_the_file_all_notice(tmp_path: Path, driver: str, write_behind: bool) -> None:
+async def test_unlocked_several_stores_on_the_file_all_notice(
+    tmp_path: Path, driver: str, write_behind: bool, unlocked: None
+) -> None:
     path = tmp_path / "m.db"
     one = open_memory(path, driver, write_behind)
     two = open_memory(path, driver, not write_behind)
@@ -169,7 +187,7 @@ async def test_several_stores_on_the_file_all_notice(tmp_path: Path, driver: str
     assert await texts(path, driver) == ["first walnut", "second walnut"]
 
 
-def test_sync_calls_raise_too(tmp_path: Path, driver: str) -> None:
+def test_unlocked_sync_calls_raise_too(tmp_path: Path, driver: str, unlocked: None) -> None:
     path = tmp_path / "m.db"
     memory = SQLiteMemory(path, driver=driver)
     memory.add_sync(note("first walnut"))
@@ -181,7 +199,9 @@ def test_sync_calls_raise_too(tmp_path: Path, driver: str) -> None:
     memory.close()
 
 
-async def test_with_an_embedder_vector_searches_raise_too(tmp_path: Path, driver: str, write_behind: bool) -> None:
+async def test_unlocked_with_an_embedder_vector_searches_raise_too(
+    tmp_path: Path, driver: str, write_behind: bool, unlocked: None
+) -> None:
     path = tmp_path / "m.db"
     memory = SQLiteMemory(path, driver=driver, embedder=bow_embedder(), search_mode="vector", write_behind=write_behind)
     await memory.add(note("first walnut"))
@@ -197,7 +217,9 @@ async def test_with_an_embedder_vector_searches_raise_too(tmp_path: Path, driver
     await again.aclose()
 
 
-async def test_reopening_waits_for_every_store_of_the_process_on_the_file(tmp_path: Path, driver: str) -> None:
+async def test_unlocked_reopening_waits_for_every_store_of_the_process_on_the_file(
+    tmp_path: Path, driver: str, unlocked: None
+) -> None:
     path = tmp_path / "m.db"
     one = open_memory(path, driver, True)
     two = open_memory(path, driver, False)
@@ -236,3 +258,54 @@ def test_opening_a_second_store_keeps_the_first_ones_locks(tmp_path: Path, drive
     again = SQLiteMemory(path, driver=driver)
     assert sorted(r.text for r in again.export_sync(scope=ANN)) == ["child walnut", "first walnut", "second walnut"]
     again.close()
+
+
+@locked
+async def test_the_locks_keep_the_wal_and_every_add(tmp_path: Path, driver: str, write_behind: bool) -> None:
+    path = tmp_path / "m.db"
+    memory = open_memory(path, driver, write_behind)
+    await memory.add(note("first walnut"))
+    assert len(await memory.search("walnut", scope=ANN, k=5)) == 1
+    assert look(path, other_library(driver)) == 1
+    assert (tmp_path / "m.db-wal").exists() and (tmp_path / "m.db-shm").exists()
+    await memory.add(note("second walnut"))
+    assert len(await memory.search("walnut", scope=ANN, k=5)) == 2
+    assert look(path, other_library(driver)) == 2  # sees the store's commits: one WAL, one -shm
+    with logging_child(str(path), driver, "none", "child walnut"):  # another process too
+        await memory.add(note("third walnut"))
+        assert len(await memory.search("walnut", scope=ANN, k=5)) == 4
+    await memory.aclose()
+    # The last store closed: SQLite's own clean-up ran as usual (the locks were released first).
+    assert not (tmp_path / "m.db-wal").exists() and not (tmp_path / "m.db-shm").exists()
+    assert await texts(path, driver) == ["child walnut", "first walnut", "second walnut", "third walnut"]
+
+
+@locked
+async def test_the_locks_with_the_other_library_opened_first(tmp_path: Path, driver: str, write_behind: bool) -> None:
+    path = tmp_path / "m.db"
+    await open_memory(path, driver, write_behind).aclose()
+    peek = other_library(driver).connect(str(path))
+    assert peek.execute("SELECT count(*) FROM records").fetchone()[0] == 0
+    memory = open_memory(path, driver, write_behind)
+    await memory.add(note("first walnut"))
+    peek.close()
+    assert (tmp_path / "m.db-wal").exists()
+    await memory.add(note("second walnut"))
+    await memory.aclose()
+    assert await texts(path, driver) == ["first walnut", "second walnut"]
+
+
+@locked
+async def test_the_locks_are_shared_by_the_stores_on_a_file(tmp_path: Path, driver: str, write_behind: bool) -> None:
+    path = tmp_path / "m.db"
+    one = open_memory(path, driver, write_behind)
+    two = open_memory(path, driver, not write_behind)
+    await one.add(note("first walnut"))
+    await one.aclose()  # ``two`` still holds the locks
+    look(path, other_library(driver))
+    assert (tmp_path / "m.db-wal").exists()
+    await two.add(note("second walnut"))
+    assert len(await two.search("walnut", scope=ANN, k=5)) == 2
+    await two.aclose()
+    assert not (tmp_path / "m.db-wal").exists()
+    assert await texts(path, driver) == ["first walnut", "second walnut"]
