@@ -96,7 +96,9 @@ def search_hits(
 ) -> list[MemoryHit]:
     """The ``k`` best hits by ``mode`` (``keyword``, ``vector``, ``hybrid``); keyword when ``qvec`` is None.
 
-    ``load=False`` (vector mode only): from vectors already in RAM, else :class:`~._vectors.NotCached`.
+    ``load=False``: vector mode from vectors already in RAM; keyword mode from the user's timeline
+    and word index in RAM, both current in this snapshot as they are (nothing built, read or appended);
+    else :class:`~._vectors.NotCached`.
     ``pending`` (hybrid, ``qvec`` None): the query's vector, still being embedded. Everything that
     does not need it (the keyword half, its candidates' neighbours and times) runs first, then this
     waits for it, in the same read transaction; a result of None (the embedder failed) ranks by
@@ -106,7 +108,11 @@ def search_hits(
     limit = max(k, store.candidates)
     times: Times = {}
     # The user's records in time order, in RAM (see _timeline.py), when current in this snapshot.
-    line = None if mode == "vector" else store.timelines.of(conn, scope.user_id)
+    line = None
+    if mode != "vector":
+        line = store.timelines.of(conn, scope.user_id) if load else store.timelines.current(conn, scope.user_id)
+    if mode == "keyword" and not load and (line is None or not store.ann.words.users.current(scope.user_id, line.gen)):
+        raise NotCached(scope.kind)
     if mode == "keyword" or (qvec is None and pending is None):
         idf: dict[str, float] | None = {} if _keys_on(store) else None
         keyword = keyword_ranking(
@@ -263,11 +269,17 @@ def _context(
     ``line``: the user's records in RAM, current in this snapshot: which records hold each
     query word is found there once per word (:meth:`Timeline.holders`), not in every search's texts.
     """
-    when: dict[int, tuple[Hashable, float]] = {}
-    texts: dict[int, str] = {}
-    for rid, (at, session, agent, text) in times.items():  # one pass: cheaper than two comprehensions
-        when[rid] = ((session, agent), at / 1e6)
-        texts[rid] = text
+    when: dict[int, tuple[Hashable, float]] | None = None
+    texts: dict[int, str]
+    # The records' sessions from the timeline when it holds them all (the same grouping, cheaper).
+    sessions = None if line is None else line.sessions_of(times, store.session_gap.total_seconds())
+    if sessions is None:
+        when, texts = {}, {}
+        for rid, (at, session, agent, text) in times.items():  # one pass: cheaper than two comprehensions
+            when[rid] = ((session, agent), at / 1e6)
+            texts[rid] = text
+    else:
+        texts = {rid: found[3] for rid, found in times.items()}
     holders = None
     if line is not None:
         timeline = line
@@ -291,6 +303,7 @@ def _context(
         admit=admit,
         others=[rid for rid, _ in others],
         holders=holders,
+        sessions=sessions,
     )
 
 
