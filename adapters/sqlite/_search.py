@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from ._store import SQLiteStore
 
 __all__ = [
+    "INLINE_KEYWORD",
     "NEIGHBOUR_SCAN",
     "Times",
     "neighbours",
@@ -59,6 +60,10 @@ __all__ = [
 
 # How many of a user's records on each side of a candidate the neighbour lookup reads.
 NEIGHBOUR_SCAN = 16
+
+#: The largest user (records in its timeline) whose keyword search may run on the caller's thread
+#: (``SQLiteStore._keyword_inline``): ~0.5-1 ms at 10,000 records, growing with the postings ranked.
+INLINE_KEYWORD = 20_000
 
 #: rid -> (created_at in stored microseconds, session_id, agent_id, text): what the session, date,
 #: speaker and time steps need of each ranked record, filled in by the neighbour lookup, which reads
@@ -97,8 +102,8 @@ def search_hits(
     """The ``k`` best hits by ``mode`` (``keyword``, ``vector``, ``hybrid``); keyword when ``qvec`` is None.
 
     ``load=False``: vector mode from vectors already in RAM; keyword mode from the user's timeline
-    and word index in RAM, both current in this snapshot as they are (nothing built, read or appended);
-    else :class:`~._vectors.NotCached`.
+    and word index in RAM, both current in this snapshot as they are (nothing built, read or appended),
+    for a user of at most :data:`INLINE_KEYWORD` records; else :class:`~._vectors.NotCached`.
     ``pending`` (hybrid, ``qvec`` None): the query's vector, still being embedded. Everything that
     does not need it (the keyword half, its candidates' neighbours and times) runs first, then this
     waits for it, in the same read transaction; a result of None (the embedder failed) ranks by
@@ -111,7 +116,15 @@ def search_hits(
     line = None
     if mode != "vector":
         line = store.timelines.of(conn, scope.user_id) if load else store.timelines.current(conn, scope.user_id)
-    if mode == "keyword" and not load and (line is None or not store.ann.words.users.current(scope.user_id, line.gen)):
+    if (
+        mode == "keyword"
+        and not load
+        and (
+            line is None
+            or len(line.rids) > INLINE_KEYWORD
+            or not store.ann.words.users.current(scope.user_id, line.gen)
+        )
+    ):
         raise NotCached(scope.kind)
     if mode == "keyword" or (qvec is None and pending is None):
         idf: dict[str, float] | None = {} if _keys_on(store) else None

@@ -57,11 +57,11 @@ def test_a_warm_search_runs_here_with_the_workers_hits(db_path: str, driver: str
     for _ in range(3):  # the timeline at the 2nd search, its index (rent paid at the 2nd) at the 3rd
         ids(memory, "tea garden")
     assert calls[-1] == (False, False) and "ann" in memory.store.ann.words.users.users
+    store = memory.store
     for query in ["tea garden", "river stone lamp", "quiet walk", "note 7", "zebra"]:
         calls.clear()
         here = [(h.record.id, h.score) for h in memory.search_sync(query, scope=ANN, k=10)]
         assert calls == [(False, False)]
-        store = memory.store
         worker = store.db.read(
             lambda conn, q=query: _search.search_hits(store, conn, q, None, "keyword", ANN, 10, None)
         )
@@ -124,4 +124,19 @@ def test_expiry_erasure_and_other_users_stay_exact_here(db_path: str, driver: st
     assert calls[-1] == (False, False)
     memory.delete_sync([zebra], scope=ANN)
     assert ids(memory, "zebra", k=50) == []
+    memory.close()
+
+
+def test_a_large_user_goes_to_the_worker(
+    db_path: str, driver: str, calls: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
+    memory.add_sync([MemoryRecord(scope=ANN, text=t) for t in texts(30)])
+    for _ in range(4):
+        found = ids(memory, "tea garden")
+    assert calls[-1] == (False, False)
+    monkeypatch.setattr(_search, "INLINE_KEYWORD", 29)  # more records than that: not on the caller's thread
+    calls.clear()
+    assert ids(memory, "tea garden") == found
+    assert calls == [(False, False), (True, True)]
     memory.close()
