@@ -822,11 +822,11 @@ def _hits(ranked: list[tuple[int, float]], rows: dict[int, Sequence[Any]], signa
     scopes: dict[ScopeKey, MemoryScope] = {}
     # Built, not validated (see _rows.built); a non-finite score (a bug) still goes through validation.
     return [
-        built(MemoryHit, {"record": record_from_row(rows[rid], scopes), "score": float(score), "signal": signal})
+        built(MemoryHit, {"record": record_from_row(row, scopes), "score": float(score), "signal": signal})
         if math.isfinite(score)
-        else MemoryHit(record=record_from_row(rows[rid], scopes), score=score, signal=signal)
+        else MemoryHit(record=record_from_row(row, scopes), score=score, signal=signal)
         for rid, score in ranked
-        if rid in rows
+        if (row := rows.get(rid)) is not None
     ]
 
 
