@@ -173,6 +173,8 @@ def _check_in(line: Timeline, scope: MemoryScope, now: int, rids: Sequence[int])
     """:func:`_check_rows` without filters, from the user's records in RAM (a rid it lacks is another user's)."""
     at, sessions, agents, expires = line.at, line.sessions, line.agents, line.expires
     session, agent = scope.session_id, scope.agent_id
+    if session is None and agent is None and not line.mortal:
+        return at.keys() & rids  # the whole user's, none expiring: every rid it holds
     keep: set[int] = set()
     for rid in rids:
         p = at.get(rid)

@@ -293,6 +293,12 @@ class UserIndexes:
                 self.nbytes -= dropped.nbytes
         return index
 
+    def current(self, user: str | None, gen: int | None = None) -> bool:
+        """Whether ``user``'s index is kept, at generation ``gen`` when given (:meth:`of` would return it as it is)."""
+        with self.lock:
+            have = self.users.get(user)
+            return have is not None and (gen is None or have.gen == gen)
+
     def sweep(self, conn: Conn, file_gen: int, searched: str | None = None, line: Timeline | None = None) -> None:
         """At the first search after the file's generation moved (a write in any process), drop the indexes of the
         users written since: another process's deletes and erasures leave this process's RAM at its next keyword

@@ -87,7 +87,7 @@ def us_all(values: Iterable[datetime]) -> list[int]:
 
 def dt(value: int) -> datetime:
     """The aware datetime of a stored time."""
-    return _EPOCH + timedelta(microseconds=value)
+    return _EPOCH + timedelta(0, 0, value)  # positional: the same timedelta, ~0.1 µs less than microseconds=
 
 
 def expiry(record: MemoryRecord) -> int:
@@ -141,7 +141,13 @@ def filter_sql(filters: Cond, alias: str = "r", created: str | None = None) -> t
     return where_sql(filters, alias, created)
 
 
-_setattr = object.__setattr__
+# BaseModel's four slots, set through their descriptors (object.__setattr__ looks each one up by name).
+_SLOTS = BaseModel.__dict__
+_set_dict = _SLOTS["__dict__"].__set__
+_set_fields = _SLOTS["__pydantic_fields_set__"].__set__
+_set_extra = _SLOTS["__pydantic_extra__"].__set__
+_set_private = _SLOTS["__pydantic_private__"].__set__
+_new = object.__new__
 
 ScopeKey = tuple[str | None, str | None, str | None]
 
@@ -154,11 +160,11 @@ def built(cls: type[M], values: dict[str, Any]) -> M:
     re-validating (or even ``model_construct``) cost ~20-50 µs per hit, as much
     as ranking a few thousand vectors.
     """
-    obj = cls.__new__(cls)
-    _setattr(obj, "__dict__", values)
-    _setattr(obj, "__pydantic_fields_set__", set(values))
-    _setattr(obj, "__pydantic_extra__", None)
-    _setattr(obj, "__pydantic_private__", None)
+    obj: M = _new(cls)
+    _set_dict(obj, values)
+    _set_fields(obj, set(values))
+    _set_extra(obj, None)
+    _set_private(obj, None)
     return obj
 
 

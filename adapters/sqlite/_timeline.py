@@ -33,7 +33,7 @@ import bisect
 import itertools
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -173,6 +173,48 @@ class Timeline:
             root=self.root,
         )
 
+    def sessions_of(self, rids: Iterable[int], seconds: float) -> dict[int, int] | None:
+        """rid -> session number of each of ``rids``, or None when one is not here.
+
+        Exactly the grouping of :func:`memoryport.ranking.sessions_of` over the rids'
+        ``((session_id, agent_id), created_at / 1e6)`` with a gap of ``seconds``: per exact
+        scope, in time order, a new session where the step from the previous rid is
+        ``seconds`` or more (the same float operations). The rids' positions here are their
+        time order already (ties on ``created_at`` are in one session either way), so an
+        integer sort replaces sorting keyed tuples.
+        """
+        at = self.at
+        try:
+            ps = sorted([at[rid] for rid in rids])
+        except KeyError:
+            return None
+        ats, rids_of = self.ats, self.rids
+        out: dict[int, int] = {}
+        number = -1
+        if self.uniform:
+            last = 0.0
+            for p in ps:
+                t = ats[p] / 1e6
+                if number < 0 or t - last >= seconds:
+                    number += 1
+                out[rids_of[p]] = number
+                last = t
+            return out
+        sessions, agents = self.sessions, self.agents
+        lasts: dict[tuple[str | None, str | None], tuple[int, float]] = {}
+        for p in ps:
+            group = (sessions[p], agents[p])
+            t = ats[p] / 1e6
+            found = lasts.get(group)
+            if found is None or t - found[1] >= seconds:
+                number += 1
+                lasts[group] = (number, t)
+                out[rids_of[p]] = number
+            else:
+                lasts[group] = (found[0], t)
+                out[rids_of[p]] = found[0]
+        return out
+
     def holders(self, rids: Sequence[int], words: Sequence[str]) -> dict[int, set[str]] | None:
         """rid -> which of ``words`` its text holds as whole words (case ignored), for the rids holding any.
 
@@ -310,6 +352,27 @@ class Timelines:
             self._keep(user_id, line)
         return line
 
+    def current(self, conn: Conn, user_id: str | None) -> Timeline | None:
+        """The timeline of ``user_id`` kept and current in ``conn``'s snapshot as it is, else None.
+
+        :meth:`of` without its work: nothing is read, appended or counted towards a build (a search
+        that must not wait on the event loop's thread asks this, and goes to a worker on None).
+        """
+        row = conn.execute("SELECT gen, n FROM generations WHERE tenant = ?", (tenant_token(user_id),)).fetchone()
+        if row is None or int(row[0]) < 0 or int(row[1]) > self.max_records:
+            return None
+        with self._lock:
+            line = self._lines.get(user_id)
+            if line is None or line.gen != int(row[0]) or user_id in self._tails:
+                return None
+            self._lines.move_to_end(user_id)
+            return line
+
+    def held(self, user_id: str | None) -> bool:
+        """Whether a timeline of ``user_id`` is kept (current or not: :meth:`current` tells in a snapshot)."""
+        with self._lock:
+            return user_id in self._lines
+
     def _keep(self, user_id: str | None, line: Timeline) -> None:
         """Keep ``line`` as ``user_id``'s, most recently used; drop the least recently used beyond the bytes."""
         self._lines[user_id] = line
@@ -419,6 +482,9 @@ def sides_in(
     near: tuple[Sequence[int], Sequence[int]] | None
     before: Sequence[int]
     later: Sequence[int]
+    if uniform and not mortal:
+        _sides_uniform(line, rids, reach if after else 0, reach, out, times)
+        return out
     for rid in sorted(set(rids)):
         p = at[rid]
         session, agent = sessions[p], agents[p]
@@ -450,3 +516,34 @@ def sides_in(
             for j in later:
                 times[rids_of[j]] = (ats[j], session, agent, texts[j])
     return out
+
+
+def _sides_uniform(
+    line: Timeline, rids: Sequence[int], later: int, reach: int, out: Sides, times: Times | None
+) -> None:
+    """:func:`sides_in` of a uniform timeline without expiries: each rid's ``reach`` nearest positions before it
+    and ``later`` after it, the same lists and the same ``times`` (filled in the same order), in one loop per side.
+    """
+    rids_of, ats, sessions, agents, texts = line.rids, line.ats, line.sessions, line.agents, line.texts
+    at = line.at
+    last = len(rids_of) - 1
+    for rid in sorted(set(rids)):
+        p = at[rid]
+        session, agent = sessions[p], agents[p]
+        if times is not None:
+            times[rid] = (ats[p], session, agent, texts[p])
+        before: list[tuple[int, int]] = []
+        for d in range(1, (reach if p >= reach else p) + 1):
+            j = p - d
+            other = rids_of[j]
+            before.append((other, d))
+            if times is not None:
+                times[other] = (ats[j], session, agent, texts[j])
+        after: list[tuple[int, int]] = []
+        for d in range(1, (later if p + later <= last else last - p) + 1):
+            j = p + d
+            other = rids_of[j]
+            after.append((other, d))
+            if times is not None:
+                times[other] = (ats[j], session, agent, texts[j])
+        out[rid] = (before, after)

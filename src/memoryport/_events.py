@@ -156,7 +156,8 @@ class _Telemetry:
 
         # Providers are injectable for tests; by default the global ones (no-op without an SDK).
         self._trace = trace
-        self._no_span = _NoSpan(trace.INVALID_SPAN)
+        #: What :meth:`span` returns when no tracer provider is set: its span ignores attributes.
+        self.no_span = _NoSpan(trace.INVALID_SPAN)
         self.tracer = trace.get_tracer("memoryport", tracer_provider=tracer_provider)
         self._global_tracer = tracer_provider is None
         meter = metrics.get_meter("memoryport", meter_provider=meter_provider)
@@ -186,7 +187,7 @@ class _Telemetry:
             # No tracer provider set (yet): the API would make a non-recording span
             # through its proxy (~8 µs a call); the same span, without the detour, nor
             # a generator-based context manager (~5 µs more per guarded call), nor its attributes.
-            return self._no_span
+            return self.no_span
         attributes: dict[str, str | int] = {"memory.backend": backend}
         if scope_kind is not None:
             attributes["memory.scope_kind"] = scope_kind

@@ -1117,6 +1117,7 @@ def context_keys(
     admit: bool = True,
     others: Sequence[K] = (),
     holders: Callable[[Sequence[K], Sequence[str]], Mapping[K, Set[str]] | None] | None = None,
+    sessions: Mapping[K, Hashable] | None = None,
 ) -> list[tuple[K, float]]:
     """Keyword scores with each record credited the query words its neighbours hold and it lacks, and re-rank.
 
@@ -1159,6 +1160,9 @@ def context_keys(
             keys holding any), exactly as they are found in ``texts`` (each text
             lower-cased, a word found where it is a whole run of letters and digits);
             None there, or no ``holders``: they are found in ``texts``.
+        sessions: for a caller that can group the keys faster: key -> its session (any
+            hashable, equal within a session), grouping them exactly as
+            ``sessions_of(when, gap=gap)`` would; used instead of ``when``, which is then not read.
 
     Returns:
         ``(key, score)`` pairs, best first; ties broken as said for ``others``.
@@ -1174,7 +1178,9 @@ def context_keys(
         raise ValueError("weight must not be negative")
     if not weight or window < 1 or not idf or not near:
         return list(keyword)
-    session = None if when is None else sessions_of(when, gap=gap)
+    session: Mapping[K, Hashable] | None = sessions
+    if session is None and when is not None:
+        session = sessions_of(when, gap=gap)
     pairs: list[tuple[K, K]] = []
     for key, found in near.items():
         if session is None:

@@ -22,6 +22,7 @@ from memoryport import (
     InvalidInput,
     Limits,
     MemoryEvent,
+    MemoryHit,
     MemoryRecord,
     MemoryScope,
 )
@@ -273,3 +274,88 @@ async def test_the_operation_in_progress_has_its_own_sink_and_the_previous_one_c
             current_sink.reset(token)
     assert seen == [None, outer.append, mine.append] * 3
     assert current_sink.get() is None
+
+
+# -- search: a plain record's visibility checked in the hits' loop (no _visible call) ----------------------
+
+
+class SubScope(MemoryScope):
+    """A MemoryScope subclass: its objects are never remembered as covered."""
+
+
+class NeverVisible(MemoryRecord):
+    """A MemoryRecord subclass that says it has expired: only _visible (which asks it) hides it."""
+
+    def is_expired(self, now: Any) -> bool:
+        return True
+
+
+class FixedHits(DictStore):
+    """A store whose search returns the same hits every time, whatever it is asked (a leaking backend)."""
+
+    name = "fixed"
+
+    def __init__(self, hits: list[MemoryHit]) -> None:
+        super().__init__()
+        self.hits = hits
+
+    async def search(self, query: str, **kwargs: Any) -> list[MemoryHit]:
+        return list(self.hits)
+
+
+def _hit(record: MemoryRecord, score: float) -> MemoryHit:
+    return MemoryHit(record=record, score=score, signal="vector")
+
+
+def mixed_hits() -> list[MemoryHit]:
+    """Hits of every kind the loop tells apart, scopes shared between them as SQLite shares them."""
+    mine = MemoryScope(user_id="ann")  # one object for several records, not the query's own
+    other = MemoryScope(user_id="ben")  # out of the query's scope, shared too
+    session = MemoryScope(user_id="ann", session_id="s9")  # covered by a user query, not by a session query
+    sub_out = SubScope(user_id="ben")
+    day = timedelta(days=1)
+    old = NOW - timedelta(days=40)
+    made = [
+        MemoryRecord(scope=mine, text="a", id="in-1"),
+        MemoryRecord(scope=other, text="b", id="out-1"),
+        MemoryRecord(scope=mine, text="c", id="in-2"),
+        MemoryRecord(scope=other, text="d", id="out-2"),
+        MemoryRecord(scope=session, text="e", id="session-1"),
+        MemoryRecord(scope=mine, text="f", id="expired", created_at=NOW - 2 * day, expires_at=NOW - day),
+        MemoryRecord(scope=mine, text="g", id="expires-later", expires_at=NOW + day),
+        MemoryRecord(scope=mine, text="h", id="old", created_at=old),
+        MemoryRecord(scope=sub_out, text="i", id="sub-scope-out"),
+        MemoryRecord(scope=SubScope(user_id="ann"), text="j", id="sub-scope-in"),
+        NeverVisible(scope=mine, text="k", id="subclass"),
+        MemoryRecord(scope=mine, text="l", id="in-3"),
+        MemoryRecord(scope=sub_out, text="m", id="sub-scope-out-2"),
+    ]
+    return [_hit(r, 1.0 - i / 100) for i, r in enumerate(made)]
+
+
+@pytest.mark.parametrize("retention", [None, 30])
+@pytest.mark.parametrize(
+    "query_scope",
+    [ANN, MemoryScope(user_id="ann", session_id="s9"), SubScope(user_id="ann"), MemoryScope(user_id="ben")],
+    ids=["user", "session", "subclass", "another user"],
+)
+async def test_an_unfiltered_search_keeps_exactly_what_visible_keeps(
+    query_scope: MemoryScope, retention: int | None
+) -> None:
+    hits = mixed_hits()
+    guard = GuardedMemory(FixedHits(hits), retention_days=retention)
+    drops = [0, 0]
+    now = utcnow()
+    want = [h.record.id for h in hits if guard._visible(h.record, query_scope, now, drops)]
+    assert guard.dropped_out_of_scope == drops[0] > 0  # the reference counted its own drops
+    got = await guard.search("tea", scope=query_scope, k=len(hits) + 1)  # one call: fewer hits than k
+    assert [h.record.id for h in got] == want
+    assert guard.dropped_out_of_scope == 2 * drops[0]  # and the search counted the same ones again
+    kept_old = ["old"] if retention is None else []
+    user = ["in-1", "in-2", "session-1", "expires-later", *kept_old, "sub-scope-in", "in-3"]
+    expected = {
+        "ann": user,
+        "ann/s9": ["session-1"],
+        "ben": ["out-1", "out-2", "sub-scope-out", "sub-scope-out-2"],
+    }
+    assert want == expected[query_scope.user_id + (f"/{query_scope.session_id}" if query_scope.session_id else "")]

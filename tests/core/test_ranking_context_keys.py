@@ -284,3 +284,30 @@ def test_texts_lowered_in_one_go_equal_the_texts_lowered_one_by_one() -> None:
         lowered = [text.lower() for text in texts]
         want = ("\n".join(lowered), list(itertools.accumulate((len(t) + 1 for t in lowered[:-1]), initial=0)))
         assert _lowered(texts) == want == _joined(texts), texts
+
+
+def test_sessions_given_replace_when() -> None:
+    """``sessions=`` (a caller's own grouping, as sessions_of would give) ranks as ``when`` does, and ``when``
+    is then not read; a key missing from ``sessions`` has no session (it lends and takes nothing)."""
+    from memoryport.ranking import sessions_of
+
+    rng = random.Random(5)
+    vocab = ["paint", "lake", "sun", "tea"]
+    for _ in range(200):
+        line = rng.sample(range(100), rng.randint(2, 30))
+        texts = {key: " ".join(rng.choices(vocab, k=rng.randint(0, 3))) for key in line}
+        near = chain(line, window=2)
+        at, when = 0.0, {}
+        for key in line:
+            at += rng.choice([60.0, 3 * 3600.0])
+            when[key] = (rng.choice(["a", "b"]), at)
+        keyword = [(key, float(rng.choice([0.5, 1.0, 2.0]))) for key in rng.sample(line, rng.randint(1, len(line)))]
+        idf = {word: 1.0 for word in vocab}
+        options = {"weight": 0.4, "window": 2, "admit": rng.random() < 0.5}
+        want = context_keys(keyword, near, texts, idf, when=when, **options)  # type: ignore[arg-type]
+        # other numbers, the same grouping
+        sessions = {key: ("s", number * 7) for key, number in sessions_of(when).items()}
+        assert repr(context_keys(keyword, near, texts, idf, when={}, sessions=sessions, **options)) == repr(want)  # type: ignore[arg-type]
+    near = chain([1, 2, 3])
+    assert dict(context_keys([(1, 2.0)], near, TEXTS, IDF, weight=0.5, sessions={1: 0, 2: 0}))[2] == pytest.approx(1.0)
+    assert 3 not in dict(context_keys([(1, 2.0)], near, TEXTS, IDF, weight=0.5, sessions={1: 0, 2: 0}))

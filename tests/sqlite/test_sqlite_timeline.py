@@ -519,3 +519,59 @@ def test_an_erasure_drops_the_records_waiting_for_a_timeline(db_path: str, drive
     memory.delete_sync(scope=ann)
     assert store.timelines._tails == {} and of() is None
     memory.close()
+
+
+@pytest.mark.parametrize("uniform", [True, False])
+def test_sessions_from_the_timeline_group_as_sessions_of(uniform: bool) -> None:
+    """Timeline.sessions_of groups any subset of its rids exactly as ranking.sessions_of groups their
+    ``((session, agent), created_at / 1e6)``: ties on created_at, steps of exactly the gap and a hair
+    either side of it, scopes interleaved (a step counts from the scope's previous rid), rids not held."""
+    from memoryport import ranking
+    from memoryport.adapters.sqlite._timeline import Timeline
+
+    rng = random.Random(11 + uniform)
+    gap = ranking.SESSION_GAP
+    for _ in range(200):
+        n = rng.randint(1, 60)
+        at, ats = 1_700_000_000_000_000, []
+        for _ in range(n):
+            at += rng.choice([0, 1, 60_000_000, 1_800_000_000, 1_799_999_999, 1_800_000_001, 7_200_000_000])
+            ats.append(at)
+        rids = rng.sample(range(1, 10_000), n)
+        rows = sorted(zip(ats, rids, strict=True))  # (created_at, rid) order, as read
+        scopes = (
+            [("s", None)] * n
+            if uniform
+            else [(rng.choice(["s1", "s2", None]), rng.choice([None, "bot"])) for _ in range(n)]
+        )
+        line = Timeline(
+            gen=1,
+            rids=[rid for _, rid in rows],
+            ats=[t for t, _ in rows],
+            sessions=[s for s, _ in scopes],
+            agents=[a for _, a in scopes],
+            expires=[2**62] * n,
+            texts=[""] * n,
+            at={rid: i for i, (_, rid) in enumerate(rows)},
+            nbytes=0,
+            mortal=False,
+            uniform=uniform,
+        )
+        picked = rng.sample(line.rids, rng.randint(0, n))
+        rng.shuffle(picked)
+        got = line.sessions_of(picked, gap.total_seconds())
+        assert got is not None
+        when = {
+            rid: ((line.sessions[line.at[rid]], line.agents[line.at[rid]]), line.ats[line.at[rid]] / 1e6)
+            for rid in picked
+        }
+        want = ranking.sessions_of(when, gap=gap)
+
+        def groups(numbers: dict[int, int]) -> set[frozenset[int]]:
+            out: dict[int, set[int]] = {}
+            for rid, number in numbers.items():
+                out.setdefault(number, set()).add(rid)
+            return {frozenset(members) for members in out.values()}
+
+        assert set(got) == set(picked) and groups(got) == groups(want)
+        assert line.sessions_of([*picked, 10_001], gap.total_seconds()) is None
