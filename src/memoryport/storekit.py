@@ -252,13 +252,28 @@ def embed_unit_blocking(embedder: EmbeddingPort, embed_sync: Callable[[list[str]
 
 
 def _unit_rows(embedder: EmbeddingPort, rows: Any, n: int) -> npt.NDArray[np.float32]:
+    import math
+
     import numpy as np
 
-    matrix = check_matrix(rows, n, int(embedder.dim), embedder.name)
+    dim = int(embedder.dim)
+    if type(rows) is np.ndarray and rows.dtype == np.float32 and rows.shape == (n, dim) and rows.flags.c_contiguous:
+        # Already what check_matrix makes (a native float32 C-contiguous (n, dim) array): only its
+        # finiteness to check, from the sums of squares the norms need anyway. A NaN or an infinity in
+        # a row makes its sum NaN or +inf, and so their maximum (np.maximum keeps NaN; it never
+        # overflows). A finite maximum proves every value finite; a non-finite one may be an overflow
+        # of finite values (|x| > 1.8e19), so then every value is checked by check_matrix, with its error.
+        matrix = rows
+        sums = np.add.reduce(matrix * matrix, axis=1, keepdims=True)
+        if n and not math.isfinite(np.maximum.reduce(sums, axis=None)):
+            matrix = check_matrix(rows, n, dim, embedder.name)
+    else:
+        matrix = check_matrix(rows, n, dim, embedder.name)
+        sums = np.add.reduce(matrix * matrix, axis=1, keepdims=True)
     # What np.linalg.norm(matrix, axis=1, keepdims=True) computes for real rows, bit for bit, without
     # its argument handling: ~45 µs of a query's embedding when the CPU caches hold other work.
-    norms = np.sqrt(np.add.reduce(matrix * matrix, axis=1, keepdims=True))
-    # Finite without a second check: check_matrix let only finite rows through, a norm is at least
-    # 1e-12 here and at least each |x| of its row (+inf when the squares overflow), so each x / norm
-    # is at most about 1 in size (0 over an infinite norm): never NaN nor infinite.
+    norms = np.sqrt(sums)
+    # Finite without a second check: only finite rows get here, a norm is at least 1e-12 here and at
+    # least each |x| of its row (+inf when the squares overflow), so each x / norm is at most about 1
+    # in size (0 over an infinite norm): never NaN nor infinite.
     return np.ascontiguousarray(matrix / np.maximum(norms, 1e-12), dtype=np.float32)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import doctest
 import logging
 from datetime import datetime, timezone
+from typing import Any
 
 import pytest
 
@@ -105,3 +106,54 @@ async def test_unit_rows_are_numpys_norm_division_bit_for_bit(scale: float) -> N
     assert not got[3].any()
     # What lets _unit_rows skip a finiteness check of its output: every input row finite gives finite rows.
     assert np.isfinite(got).all() and float(np.abs(got).max()) <= 1.0 + 1e-6
+
+
+def _rows_variants(rows: Any) -> list[Any]:
+    """``rows`` as the fast path takes it (float32, C-contiguous) and as it does not (each goes via check_matrix)."""
+    import numpy as np
+
+    return [
+        rows,  # native float32, C-contiguous: the fast path
+        rows.astype(np.float64),
+        rows.astype(">f4"),  # big-endian float32
+        np.asfortranarray(rows),
+        *([rows.tolist()] if len(rows) else []),  # [] has no second dimension: refused on its own
+    ]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+@pytest.mark.parametrize("where", [(0, 0), (2, 383), (1, 17)])
+def test_a_non_finite_value_is_refused_on_every_path_with_the_same_error(bad: float, where: tuple[int, int]) -> None:
+    import numpy as np
+
+    from memoryport import CallableEmbedder, EmbeddingError
+    from memoryport.storekit import _unit_rows
+
+    rows = np.random.default_rng(3).standard_normal((3, 384)).astype(np.float32)
+    rows[where] = bad
+    embedder = CallableEmbedder(lambda texts: rows, dim=384, name="fixed")
+    for given in _rows_variants(rows):
+        with pytest.raises(EmbeddingError, match=r"^embedder 'fixed' returned NaN or infinity$"):
+            _unit_rows(embedder, given, 3)
+
+
+@pytest.mark.parametrize("n", [0, 1, 5])
+def test_unit_rows_are_the_same_on_every_path(n: int) -> None:
+    import numpy as np
+
+    from memoryport import CallableEmbedder
+    from memoryport.storekit import _unit_rows
+
+    rows = (np.random.default_rng(n).standard_normal((n, 384)) * 1e3).astype(np.float32)
+    if n:
+        rows[0] = np.finfo(np.float32).max  # finite, its squares overflow: not refused, a zero row
+    embedder = CallableEmbedder(lambda texts: rows, dim=384, name="fixed")
+    with np.errstate(over="ignore"):
+        results = [_unit_rows(embedder, given, n) for given in _rows_variants(rows)]
+    for got in results:
+        assert got.dtype == np.float32 and got.flags.c_contiguous and got.shape == (n, 384)
+        assert np.array_equal(got, results[0]) and np.isfinite(got).all()
+    if n:
+        assert not results[0][0].any()
+    with pytest.raises(Exception, match="shape"):
+        _unit_rows(embedder, rows[:, :100].copy(), n)
