@@ -130,6 +130,9 @@ class WalRemoved(BackendError):
     the deleted file (lost at close) and read without seeing other processes'
     writes, so every read and write of that store raises this instead. What it
     acknowledged before is in the file: close the store and open it again.
+    On Linux a store holds locks that keep its ``-wal`` from being deleted, so
+    this is raised only where those are missing (macOS, the BSDs) or could
+    not be taken.
 
     Example:
         >>> from memoryport import BackendError, WalRemoved
