@@ -52,6 +52,7 @@ _CREATED = operator.attrgetter("created_at")
 _EXPIRES = operator.attrgetter("expires_at")
 _SCORE = operator.attrgetter("score")
 _HIT_CREATED = operator.attrgetter("record.created_at")
+_NOTHING = object()  # no scope remembered yet in a search's hit loop (never a record's scope)
 
 
 def _first_repeat(ids: Sequence[str]) -> None:
@@ -701,8 +702,9 @@ class GuardedMemory(Generic[S]):
             kept: list[MemoryHit] = []
             oldest = None if self._retention is None else now - self._retention
             # The record scope last found covered: one store's hits often share one scope object (SQLite's
-            # do). Only exact MemoryScopes (frozen, with MemoryScope.covers) are remembered.
-            covered: object = None
+            # do). Only exact MemoryScopes (frozen, with MemoryScope.covers) are remembered. It starts as a
+            # fresh object, never None: a record built without validation may have no scope at all.
+            covered: object = _NOTHING
             plain_query = type(checked) is MemoryScope
             for hit in raw:
                 if not isinstance(hit, MemoryHit):

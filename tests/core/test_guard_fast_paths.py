@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from memoryport import (
+    BackendError,
     Capability,
     GuardedMemory,
     InvalidInput,
@@ -359,3 +360,21 @@ async def test_an_unfiltered_search_keeps_exactly_what_visible_keeps(
         "ben": ["out-1", "out-2", "sub-scope-out", "sub-scope-out-2"],
     }
     assert want == expected[query_scope.user_id + (f"/{query_scope.session_id}" if query_scope.session_id else "")]
+
+
+@pytest.mark.parametrize("first", [False, True], ids=["after a covered scope", "first hit"])
+async def test_a_record_without_a_scope_is_refused_not_shown_to_anyone(first: bool) -> None:
+    """A backend that builds records without validation (as SQLite does) and loses a scope.
+
+    _visible raises on it (``None`` has no user id); the loop must not take ``None`` for the
+    scope it remembered as covered (it starts with none remembered) and show the record to any user.
+    """
+    lost = MemoryHit.model_construct(
+        record=MemoryRecord.model_construct(id="lost", scope=None, text="Ben's secret"), score=0.5, signal="vector"
+    )
+    fine = _hit(MemoryRecord(scope=ANN, text="mine", id="mine"), 0.9)
+    guard = GuardedMemory(FixedHits([lost, fine] if first else [fine, lost]))
+    with pytest.raises(BackendError):
+        await guard.search("secret", scope=ANN)
+    with pytest.raises(BackendError):
+        await guard.search("secret", scope=MemoryScope(user_id="ben"))
