@@ -9,6 +9,7 @@ slots, copies and pickles.
 
 from __future__ import annotations
 
+import copy
 import json
 import pickle
 from datetime import datetime, timedelta, timezone
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from memoryport import MemoryHit, MemoryRecord, MemoryScope
+from memoryport import MemoryHit, MemoryRecord, MemoryScope, SQLiteMemory
 from memoryport.adapters.sqlite._rows import built, dt, record_from_row, us
 from memoryport.adapters.sqlite._search import _hits
 
@@ -104,3 +105,29 @@ def test_built_sets_exactly_the_four_slots_pydantic_does() -> None:
     assert got.__dict__ == want.__dict__
     with pytest.raises(ValidationError):  # frozen, as validated models are
         got.user_id = "ben"  # type: ignore[misc]
+
+
+def test_a_hits_metadata_is_its_own_dict_mutating_it_changes_no_other_search(db_path: str, driver: str) -> None:
+    """Hits are built without validation, which copies a mapping: each record must still get a fresh dict.
+
+    A caller may change a hit's metadata (the model is frozen, its dict is not); that must not reach the
+    next search's records, another record's, nor another user's (a shared ``{}`` for "no metadata" would).
+    """
+    memory = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
+    ann, ben = MemoryScope(user_id="ann"), MemoryScope(user_id="ben")
+    for scope in (ann, ben):
+        memory.add_sync([MemoryRecord(scope=scope, text=f"tea note {i}", metadata={"k": i}) for i in range(3)])
+        memory.add_sync([MemoryRecord(scope=scope, text=f"tea plain {i}") for i in range(3)])
+
+    def metadata(scope: MemoryScope) -> dict[str | None, dict[str, Any]]:
+        return {h.record.id: h.record.metadata for h in memory.search_sync("tea", scope=scope, k=10)}
+
+    want = {scope.user_id: copy.deepcopy(metadata(scope)) for scope in (ann, ben)}
+    for _ in range(4):  # through the worker, then on the caller's thread once the user's words are kept
+        hits = memory.search_sync("tea", scope=ann, k=10)
+        assert len({id(h.record.metadata) for h in hits}) == len(hits) == 6
+        for h in hits:
+            h.record.metadata["leaked"] = "yes"
+        for scope in (ann, ben):
+            assert metadata(scope) == want[scope.user_id]
+    memory.close()
