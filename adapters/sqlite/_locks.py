@@ -124,6 +124,24 @@ def unpin(key: tuple[int, int]) -> list[int]:
         return fds
 
 
+def _forget_in_child() -> None:
+    """After a fork, in the child: the parent's locks are not the child's to release.
+
+    A forked child shares its parent's open file descriptions, and an OFD lock
+    belongs to the description: unlocking the inherited descriptors (the child
+    closing a store it inherited) would unlock the parent's, and the next
+    connection to close anywhere could delete the -wal under the parent's
+    stores. The child forgets them (closing its copies of the descriptors
+    releases nothing: the parent still holds them); a store the child opens
+    takes locks of its own.
+    """
+    global _LOCK
+    _LOCK = threading.Lock()  # another thread of the parent may have held it at the fork
+    inherited = [fd for held in _PINS.values() for fd in held[:2] if fd >= 0]
+    _PINS.clear()
+    close_later(inherited)
+
+
 def close_later(fds: list[int]) -> None:
     """Close what :func:`unpin` returned (after the store's connections closed)."""
     for fd in fds:
@@ -131,3 +149,7 @@ def close_later(fds: list[int]) -> None:
             os.close(fd)
         except OSError:
             pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)

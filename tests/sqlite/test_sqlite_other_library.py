@@ -23,9 +23,11 @@ close the file itself.
 
 from __future__ import annotations
 
+import multiprocessing
 import subprocess
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -309,3 +311,39 @@ async def test_the_locks_are_shared_by_the_stores_on_a_file(tmp_path: Path, driv
     await two.aclose()
     assert not (tmp_path / "m.db-wal").exists()
     assert await texts(path, driver) == ["first walnut", "second walnut"]
+
+
+def _close_inherited(memory: GuardedMemory[SQLiteStore]) -> None:
+    """A forked child's work: close the store it inherited from its parent (as a child's clean-up may)."""
+    memory.close()
+
+
+def _open_and_close(path: str, driver: str) -> None:
+    """A forked child's work: a store of its own on the parent's file, then closed."""
+    mine = SQLiteMemory(path, driver=driver)
+    mine.add_sync(note("child walnut"))
+    mine.close()
+
+
+@locked
+@pytest.mark.parametrize("child", [_close_inherited, _open_and_close], ids=["closes the inherited", "opens its own"])
+def test_a_forked_child_leaves_its_parents_locks(tmp_path: Path, driver: str, child: Any) -> None:
+    """OFD locks belong to the open file description, which a forked child shares with its parent: the child
+    unlocking the descriptors it inherited would unlock the parent's, and the next close elsewhere (here the
+    other library's) would delete the -wal under the parent's store."""
+    path = tmp_path / "m.db"
+    memory = open_memory(path, driver, False)
+    memory.add_sync(note("first walnut"))
+    args = (memory,) if child is _close_inherited else (str(path), driver)
+    process = multiprocessing.get_context("fork").Process(target=child, args=args)
+    process.start()
+    process.join(60)
+    assert process.exitcode == 0
+    look(path, other_library(driver))
+    assert (tmp_path / "m.db-wal").exists()  # still held by the parent's locks
+    memory.add_sync(note("second walnut"))
+    memory.close()
+    again = SQLiteMemory(path, driver=driver)
+    found = sorted(r.text for r in again.export_sync(scope=ANN))
+    again.close()
+    assert found == sorted(["first walnut", "second walnut"] + (["child walnut"] if child is _open_and_close else []))
