@@ -11,6 +11,7 @@ import functools
 import itertools
 import json
 import math
+import operator
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future
 from datetime import timedelta
@@ -57,6 +58,9 @@ __all__ = [
     "vector_at_once",
     "with_previous",
 ]
+
+_FIRST = operator.itemgetter(0)  # the rid of a (rid, score) pair
+_TEXT = operator.itemgetter(3)  # the text of a Times entry
 
 # How many of a user's records on each side of a candidate the neighbour lookup reads.
 NEIGHBOUR_SCAN = 16
@@ -575,15 +579,19 @@ def placed(
             return ranking.length_boost(scored, sizes, weight=store.length_weight, pivot=store.length_pivot)
 
         steps.append((store.length_weight, lengths))
-    # The most the steps after the session step can add to any candidate, and to each (see _lifts).
+    # What is known of each candidate, in ``ranked``'s order (one C-level pass; None: not read).
     cut = k is not None and len(ranked) > k
-    lift, least = _lifts(store, ranked, known, span is not None, timed) if cut and steps else (0.0, None)
+    rids = list(map(_FIRST, ranked)) if store.session_weight or (cut and steps) else []
+    found_of = list(map(known.get, rids))
+    if not all(found_of):  # (a row read is a non-empty tuple)
+        rids = [rid for rid, found_at in zip(rids, found_of, strict=True) if found_at is not None]
+        found_of = [found_at for found_at in found_of if found_at is not None]
+    # The most the steps after the session step can add to any candidate, and to each (see _lifts).
+    lift, least = _lifts(store, found_of, known, span is not None, timed) if cut and steps else (0.0, None)
     if store.session_weight:
-        when: dict[int, tuple[Hashable, float]] = {}
-        for rid, _ in ranked:
-            found_at = known.get(rid)
-            if found_at is not None:
-                when[rid] = ((found_at[1], found_at[2]), found_at[0] / 1e6)
+        when: dict[int, tuple[Hashable, float]] = {
+            rid: ((found_at[1], found_at[2]), found_at[0] / 1e6) for rid, found_at in zip(rids, found_of, strict=True)
+        }
         # Only the head that can reach the k best (ranking.session_boost with k), when that is exact.
         ranked = ranking.session_boost(
             ranked, when, weight=store.session_weight, gap=store.session_gap, k=k if cut else None, lift=lift
@@ -601,10 +609,11 @@ def placed(
 
 
 def _lifts(
-    store: SQLiteStore, ranked: list[tuple[int, float]], known: Times, dated: bool, timed: bool
+    store: SQLiteStore, found: list[tuple[int, str | None, str | None, str]], known: Times, dated: bool, timed: bool
 ) -> tuple[float, Callable[[int], float]]:
-    """The most the date, speaker, time and length steps of :func:`placed` can add to any of ``ranked``,
-    and rid -> the least they add to it (its length lift, exactly as :func:`ranking.length_boost` adds it).
+    """The most the date, speaker, time and length steps of :func:`placed` can add to any of the ranked
+    candidates (``found``: what is known of each of them, see :data:`Times`), and rid -> the least they
+    add to it (its length lift, exactly as :func:`ranking.length_boost` adds it).
 
     The most: the longest text's length lift, the speaker step's weight only when a text has a colon
     where a speaker prefix would end (:func:`ranking.speaker_boost` lifts no other), the date and time
@@ -613,14 +622,16 @@ def _lifts(
     fixed = (store.date_weight if dated else 0.0) + (store.time_weight if timed else 0.0)
     speaker, length, pivot = store.speaker_weight, store.length_weight, store.length_pivot
     prefix = ranking.SPEAKER_PREFIX
-    said = [found[3] for found in map(known.get, [rid for rid, _ in ranked]) if found is not None]
+    said = list(map(_TEXT, found))
     most = fixed
     if length and said:
         most += length * min(1.0, max(map(len, said)) / pivot)
-    # (a colon among any text's first ``prefix`` characters: one C-level pass, no generator)
+    # A colon among any text's first ``prefix`` characters: none when no text holds one at all
+    # (one search of the joined texts), else one C-level pass, no generator.
     if (
         speaker
         and said
+        and ":" in "\n".join(said)
         and max(map(str.find, said, itertools.repeat(":"), itertools.repeat(0), itertools.repeat(prefix))) >= 0
     ):
         most += speaker
