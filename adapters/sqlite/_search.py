@@ -15,7 +15,7 @@ import operator
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Union, cast
 
 import numpy as np
 
@@ -582,10 +582,12 @@ def placed(
     # What is known of each candidate, in ``ranked``'s order (one C-level pass; None: not read).
     cut = k is not None and len(ranked) > k
     rids = list(map(_FIRST, ranked)) if store.session_weight or (cut and steps) else []
-    found_of = list(map(known.get, rids))
-    if not all(found_of):  # (a row read is a non-empty tuple)
-        rids = [rid for rid, found_at in zip(rids, found_of, strict=True) if found_at is not None]
-        found_of = [found_at for found_at in found_of if found_at is not None]
+    got = list(map(known.get, rids))
+    if all(got):  # (a row read is a non-empty tuple)
+        found_of = cast("list[tuple[int, Union[str, None], Union[str, None], str]]", got)
+    else:  # rows nobody read (records gone): left out, as the steps leave them
+        rids = [rid for rid, found_at in zip(rids, got, strict=True) if found_at is not None]
+        found_of = [found_at for found_at in got if found_at is not None]
     # The most the steps after the session step can add to any candidate, and to each (see _lifts).
     lift, least = _lifts(store, found_of, known, span is not None, timed) if cut and steps else (0.0, None)
     if store.session_weight:
@@ -609,7 +611,11 @@ def placed(
 
 
 def _lifts(
-    store: SQLiteStore, found: list[tuple[int, str | None, str | None, str]], known: Times, dated: bool, timed: bool
+    store: SQLiteStore,
+    found: list[tuple[int, Union[str, None], Union[str, None], str]],
+    known: Times,
+    dated: bool,
+    timed: bool,
 ) -> tuple[float, Callable[[int], float]]:
     """The most the date, speaker, time and length steps of :func:`placed` can add to any of the ranked
     candidates (``found``: what is known of each of them, see :data:`Times`), and rid -> the least they
