@@ -178,6 +178,22 @@ def record_text(turn: Turn) -> str:
     return text
 
 
+def conversation_records(conv: Conversation) -> list[Any]:
+    """One record per turn of ``conv`` in its own scope (``user_id`` = the sample id), as every LoCoMo run stores it."""
+    from memoryport import MemoryRecord, MemoryScope
+
+    scope = MemoryScope(user_id=conv.sample_id)
+    return [
+        MemoryRecord(
+            scope=scope,
+            text=record_text(t),
+            metadata={"dia_id": t.dia_id, "speaker": t.speaker, "session": t.session,
+                      "session_date": t.date.date().isoformat()},
+            created_at=t.date + timedelta(seconds=i),
+        )
+        for i, t in enumerate(conv.turns)
+    ]  # fmt: skip
+
 class CachedEmbedder:
     """Wraps an embedder with a vector cache on disk, to iterate on ranking quickly (timings then exclude it)."""
 
@@ -309,7 +325,7 @@ def configure_ranking(step: str, memories: dict[str, Any] | None = None) -> None
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from memoryport import MemoryRecord, MemoryScope
+    from memoryport import MemoryScope
     from memoryport.adapters.sqlite import SQLiteMemory
     from memoryport.embedders.local import LocalEmbedder
 
@@ -397,18 +413,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                                                           recency=args.recency)
     start = time.perf_counter()
     for conv in conversations:
-        scope = MemoryScope(user_id=conv.sample_id)
-        records = [
-            MemoryRecord(
-                scope=scope,
-                text=record_text(t),
-                metadata={"dia_id": t.dia_id, "speaker": t.speaker, "session": t.session,
-                          "session_date": t.date.date().isoformat()},
-                created_at=t.date + timedelta(seconds=i),
-            )
-            for i, t in enumerate(conv.turns)
-        ]
-        await writer.add(records)
+        await writer.add(conversation_records(conv))
     index_s = time.perf_counter() - start
     if frozen is not None:
         await frozen.embed([q.text for c in conversations for q in c.questions])  # any not cached yet

@@ -24,14 +24,13 @@ import hashlib
 import shutil
 import tempfile
 from collections.abc import Sequence
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 try:
-    from benchmarks.locomo import DEFAULT_DATA, CachedEmbedder, load, record_text
+    from benchmarks.locomo import DEFAULT_DATA, CachedEmbedder, conversation_records, load
 except ImportError:  # run as a script: benchmarks/ is on sys.path
-    from locomo import DEFAULT_DATA, CachedEmbedder, load, record_text  # type: ignore[no-redef]
+    from locomo import DEFAULT_DATA, CachedEmbedder, conversation_records, load  # type: ignore[no-redef]
 
 #: (mode, k) of each digest, in the order printed.
 DIGESTS = (("keyword", 50), ("vector", 50), ("hybrid", 50), ("hybrid", 10), ("keyword", 10))
@@ -41,7 +40,7 @@ async def digests(
     data: Path, *, modes: Sequence[str], cache: Path | None = None, conversations: int | None = None
 ) -> dict[str, str]:
     """``"<mode> k<k>"`` -> the first 16 hex digits of the SHA-256 of every hit of every question."""
-    from memoryport import MemoryRecord, MemoryScope
+    from memoryport import MemoryScope
     from memoryport.adapters.sqlite import SQLiteMemory
 
     convs, _ = load(data)
@@ -59,19 +58,7 @@ async def digests(
     try:
         writer = memories[modes[0]]
         for conv in convs:
-            scope = MemoryScope(user_id=conv.sample_id)
-            await writer.add(
-                [
-                    MemoryRecord(
-                        scope=scope,
-                        text=record_text(t),
-                        metadata={"dia_id": t.dia_id, "speaker": t.speaker, "session": t.session,
-                                  "session_date": t.date.date().isoformat()},
-                        created_at=t.date + timedelta(seconds=i),
-                    )
-                    for i, t in enumerate(conv.turns)
-                ]
-            )  # fmt: skip
+            await writer.add(conversation_records(conv))
         if isinstance(embedder, CachedEmbedder):
             await embedder.embed([q.text for c in convs for q in c.questions])
             embedder.save()
