@@ -216,14 +216,7 @@ class Database:
         +2.4 µs per logged add measured), so only where :meth:`keep_wal` could
         not take its locks (off Linux); with them the WAL is never deleted.
         """
-        fd = self._wal_fd
-        if fd is None:
-            return
-        try:
-            removed = os.fstat(fd).st_nlink == 0  # inline, not wal_removed(): this runs before every add
-        except OSError:
-            return
-        if removed:
+        if self._wal_fd is not None and self.wal_removed():
             raise WalRemoved(
                 f"SQLite {self.name}: its -wal file was removed under this store, most likely by another SQLite "
                 f"library of this process (a connection to the file opened through a module other than the "

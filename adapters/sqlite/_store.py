@@ -1220,33 +1220,45 @@ class SQLiteStore:
         if self._closed:
             return None
         if qvec is None and mode == "keyword":
-            return self._keyword_inline(query, scope, k, filters)
+            return self._or_worker(lambda: self._keyword_inline(query, scope, k, filters))
         if qvec is None or mode != "vector":
             return None
+        vector = qvec
+        return self._or_worker(lambda: self._vector_inline(query, vector, scope, k, filters))
+
+    def _or_worker(self, run: Callable[[], list[MemoryHit] | None]) -> list[MemoryHit] | None:
+        """``run()``, or None (a worker runs the search) where it would have to wait or read first:
+        vectors or a timeline to load, the write-behind log to drain with waiting, a busy file."""
+        try:
+            return run()
+        except (NotCached, NotHere):
+            return None
+        except self.driver.OperationalError as exc:
+            if is_busy(exc):
+                return None
+            raise
+
+    def _vector_inline(
+        self, query: str, qvec: F32, scope: MemoryScope, k: int, filters: Cond
+    ) -> list[MemoryHit] | None:
+        """The vector search of :meth:`_search_inline` (raises what :meth:`_or_worker` turns into None)."""
         indexed = (
             self.ann_params is not None
             and scope.session_id is None
             and scope.agent_id is None
             and self.ann.has(tenant_token(scope.user_id))
         )
-        try:
-            if not indexed:
-                # One statement when the vectors in RAM are current (most searches), else the transaction.
-                found = self.db.at_once(lambda conn: vector_at_once(self, conn, qvec, scope, k, filters))
-                if found is not None:
-                    return found
-                size = self.vectors.cached_size(scope)
-                if size is None or size > INLINE_VECTORS:
-                    return None
-            return self.db.read_nowait(
-                lambda conn: search_hits(self, conn, query, qvec, mode, scope, k, filters, load=False)
-            )
-        except (NotCached, NotHere):  # vectors to load, or the write-behind log to drain with waiting
-            return None
-        except self.driver.OperationalError as exc:
-            if is_busy(exc):
+        if not indexed:
+            # One statement when the vectors in RAM are current (most searches), else the transaction.
+            found = self.db.at_once(lambda conn: vector_at_once(self, conn, qvec, scope, k, filters))
+            if found is not None:
+                return found
+            size = self.vectors.cached_size(scope)
+            if size is None or size > INLINE_VECTORS:
                 return None
-            raise
+        return self.db.read_nowait(
+            lambda conn: search_hits(self, conn, query, qvec, "vector", scope, k, filters, load=False)
+        )
 
     def _keyword_inline(self, query: str, scope: MemoryScope, k: int, filters: Cond) -> list[MemoryHit] | None:
         """A keyword search run right here, on the caller's thread, when it reads nothing but RAM; else None.
@@ -1264,16 +1276,9 @@ class SQLiteStore:
         user = scope.user_id
         if not self.timelines.held(user) or not self.ann.words.users.current(user):
             return None  # nothing kept: no transaction to find that out
-        try:
-            return self.db.read_nowait(
-                lambda conn: search_hits(self, conn, query, None, "keyword", scope, k, filters, load=False)
-            )
-        except (NotCached, NotHere):
-            return None
-        except self.driver.OperationalError as exc:
-            if is_busy(exc):
-                return None
-            raise
+        return self.db.read_nowait(
+            lambda conn: search_hits(self, conn, query, None, "keyword", scope, k, filters, load=False)
+        )
 
     # -- the vector index ----------------------------------------------------------
 

@@ -320,10 +320,9 @@ class Timelines:
 
         Built here (in the caller's transaction) on the second call at the same generation.
         """
-        row = conn.execute("SELECT gen, n FROM generations WHERE tenant = ?", (tenant_token(user_id),)).fetchone()
-        if row is None or int(row[0]) < 0 or int(row[1]) > self.max_records:
+        gen = self._generation(conn, user_id)
+        if gen is None:
             return None
-        gen = int(row[0])
         with self._lock:
             line = self._lines.get(user_id)
             tail = self._tails.pop(user_id, None)
@@ -358,15 +357,22 @@ class Timelines:
         :meth:`of` without its work: nothing is read, appended or counted towards a build (a search
         that must not wait on the event loop's thread asks this, and goes to a worker on None).
         """
-        row = conn.execute("SELECT gen, n FROM generations WHERE tenant = ?", (tenant_token(user_id),)).fetchone()
-        if row is None or int(row[0]) < 0 or int(row[1]) > self.max_records:
+        gen = self._generation(conn, user_id)
+        if gen is None:
             return None
         with self._lock:
             line = self._lines.get(user_id)
-            if line is None or line.gen != int(row[0]) or user_id in self._tails:
+            if line is None or line.gen != gen or user_id in self._tails:
                 return None
             self._lines.move_to_end(user_id)
             return line
+
+    def _generation(self, conn: Conn, user_id: str | None) -> int | None:
+        """``user_id``'s generation in ``conn``'s snapshot, or None when it can have no timeline (none, or too big)."""
+        row = conn.execute("SELECT gen, n FROM generations WHERE tenant = ?", (tenant_token(user_id),)).fetchone()
+        if row is None or int(row[0]) < 0 or int(row[1]) > self.max_records:
+            return None
+        return int(row[0])
 
     def held(self, user_id: str | None) -> bool:
         """Whether a timeline of ``user_id`` is kept (current or not: :meth:`current` tells in a snapshot)."""
