@@ -378,3 +378,27 @@ async def test_a_record_without_a_scope_is_refused_not_shown_to_anyone(first: bo
         await guard.search("secret", scope=ANN)
     with pytest.raises(BackendError):
         await guard.search("secret", scope=MemoryScope(user_id="ben"))
+
+
+@pytest.mark.parametrize("retention", [None, 30])
+async def test_the_loop_and_visible_agree_at_the_exact_expiry_and_retention_instants(
+    monkeypatch: pytest.MonkeyPatch, retention: int | None
+) -> None:
+    import memoryport._guard as guard_module
+
+    at = utcnow()
+    monkeypatch.setattr(guard_module, "utcnow", lambda: at)  # the guard's clock, the same for both
+    tick = timedelta(microseconds=1)
+    cut = at - timedelta(days=30)
+    made = [
+        MemoryRecord(scope=ANN, text="a", id="expires-now", created_at=at - tick, expires_at=at),
+        MemoryRecord(scope=ANN, text="b", id="expires-next", created_at=at - tick, expires_at=at + tick),
+        MemoryRecord(scope=ANN, text="c", id="at-the-cut", created_at=cut),
+        MemoryRecord(scope=ANN, text="d", id="before-the-cut", created_at=cut - tick),
+    ]
+    hits = [_hit(r, 1.0 - i / 10) for i, r in enumerate(made)]
+    guard = GuardedMemory(FixedHits(hits), retention_days=retention)
+    want = [h.record.id for h in hits if guard._visible(h.record, ANN, at, [0, 0])]
+    got = await guard.search("tea", scope=ANN, k=len(hits) + 1)
+    assert [h.record.id for h in got] == want
+    assert want == ["expires-next", "at-the-cut", *(["before-the-cut"] if retention is None else [])]
