@@ -20,8 +20,8 @@ answers:
   per-user BM25 of a user among many) and their body lengths (FTS5's
   ``docsize``), instead of one FTS5 statement per word.
 
-Rent or buy: indexing costs ~10 µs per record (the tokenizer), a search
-through FTS5 ~1-2 ms at 10k records. A user is indexed once the keyword
+Rent or buy: indexing costs ~2.5-4 µs per record (the tokenizer, into a contentless table: ~1.5 µs; reading
+FTS5's lists: ~1 µs), a search through FTS5 ~0.5-2 ms at 10k records. A user is indexed once the keyword
 searches at one generation have spent :data:`BUY` times what indexing it
 would cost (measured), so a store that writes between searches never pays
 for an index it would not use. The index belongs to one generation of the
@@ -33,6 +33,7 @@ an erasure, delete or text update of this process at once (``WordLists.clear``).
 
 from __future__ import annotations
 
+import importlib
 import threading
 import time
 from collections import OrderedDict
@@ -45,7 +46,7 @@ import numpy as np
 from memoryport import ranking
 from memoryport.storekit import chunks
 
-from ._keyword_large import K1, B, _tokenizer, fts5_idf, scratch, tokens, varints, words_database
+from ._keyword_large import K1, TOKENIZE, B, _tokenizer, fts5_idf, scratch, tokens, varints
 from ._rows import Conn, tenant_token
 
 if TYPE_CHECKING:
@@ -82,10 +83,12 @@ GROW_MAX = 2048
 #: The users' indexes one file may keep in RAM (estimated bytes; least recently used dropped first).
 USER_BYTES = 32 << 20
 
-# Indexing cost per record (seconds) until one is measured (~10 µs: the tokenizer and reading the postings).
-_PRICE = 10e-6
+# Indexing cost per record (seconds) until one is measured: 2.3-2.7 µs measured alone at 10k, 3.7 in the search
+# benchmark's process (4.0-4.6 and ~10 before the build read FTS5's lists as they come, session 14).
+_PRICE = 4e-6
 _FEW = 64  # texts tokenized in the thread's scratch table rather than a new database
 _INSTANCES = "SELECT term, count(*), group_concat(doc) FROM words_instances GROUP BY term"
+_INSERT = "INSERT INTO words(rowid, body) VALUES (?, ?)"
 _TOKENS_MAX = 65_536  # query words whose FTS5 token is kept
 _RENT_MAX = 4096  # users whose searches' cost is kept
 
@@ -194,14 +197,66 @@ def _postings(conn: Conn, texts: Sequence[str]) -> tuple[list[str], I32, F64, li
         finally:
             words.execute("DELETE FROM words")
             words.commit()
-    else:
-        words = words_database(conn)
-        try:
-            words.executemany("INSERT INTO words(rowid, body) VALUES (?, ?)", enumerate(texts))
-            rows = words.execute(_INSTANCES).fetchall()
-        finally:
-            words.close()
-    n = len(texts)
+        return _grouped(rows, len(texts))
+    words = _index_database(conn)
+    try:
+        words.executemany(_INSERT, enumerate(texts))
+        found = _listed(words, len(texts))
+        if found is None:  # (never seen: the two lists disagree) FTS5's instances grouped by SQL, as for a few
+            found = _grouped(words.execute(_INSTANCES).fetchall(), len(texts))
+        return found
+    finally:
+        words.close()
+
+
+def _index_database(conn: Conn) -> Any:
+    """A new private in-memory database (``conn``'s driver) whose FTS5 table ``words`` of the store's tokenizer
+    keeps only its index: no copy of the texts (contentless) and no lengths table (``columnsize=0``), 40% less
+    to insert than a table that keeps them; its instance list ``words_instances`` and term list ``words_terms``."""
+    driver = importlib.import_module(type(conn).__module__)
+    have = driver.connect(":memory:", check_same_thread=False)
+    have.execute(f"CREATE VIRTUAL TABLE words USING fts5(body, tokenize='{TOKENIZE}', content='', columnsize=0)")
+    have.execute("CREATE VIRTUAL TABLE words_instances USING fts5vocab(words, instance)")
+    have.execute("CREATE VIRTUAL TABLE words_terms USING fts5vocab(words, row)")
+    return have
+
+
+def _listed(words: Any, n: int) -> tuple[list[str], I32, F64, list[int], I64, int] | None:
+    """:func:`_postings` of the ``n`` texts in ``words`` from two lists FTS5 reads in its index's order (by token,
+    then text, then offset): each token's records and occurrences (``fts5vocab`` row), and every instance's text
+    in one string, instead of grouping the instances by token in SQL. None if they do not agree (each token's
+    occurrences, its records, the order within one token): the caller groups in SQL."""
+    terms = words.execute("SELECT term, doc, cnt FROM words_terms").fetchall()
+    text = words.execute("SELECT group_concat(doc) FROM words_instances").fetchone()[0]
+    names = [row[0] for row in terms]
+    held = np.fromiter((row[1] for row in terms), dtype=np.int64, count=len(terms))
+    counts = np.fromiter((row[2] for row in terms), dtype=np.int64, count=len(terms))
+    every = np.fromstring(text, dtype=np.int64, sep=",") if text else np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(counts)
+    if len(every) != (int(ends[-1]) if len(ends) else 0) or (len(every) and (every.min() < 0 or every.max() >= n)):
+        return None
+    starts_of = ends - counts  # each token's first instance
+    new = np.ones(len(every), dtype=bool)
+    if len(every) > 1:
+        step = every[1:] - every[:-1]
+        new[1:] = step != 0
+        # Within a token the texts ascend: a step down only where a token starts.
+        down = np.flatnonzero(step < 0) + 1
+        if len(down) and not np.isin(down, starts_of).all():
+            return None
+    new[starts_of[counts > 0]] = True  # a token's first instance starts a posting, whatever text came before
+    starts = np.flatnonzero(new)
+    bounds = np.searchsorted(starts, np.append(starts_of, len(every)))
+    if not np.array_equal(np.diff(bounds), held):  # each token's postings are its records
+        return None
+    docs = every[starts].astype(np.int32)
+    tf = np.diff(np.append(starts, len(every))).astype(np.float64)
+    lengths = np.bincount(every, minlength=n).astype(np.int64) if len(every) else np.zeros(n, dtype=np.int64)
+    return names, docs, tf, bounds.tolist(), lengths, int(lengths.sum())
+
+
+def _grouped(rows: Sequence[Any], n: int) -> tuple[list[str], I32, F64, list[int], I64, int]:
+    """:func:`_postings` from ``(token, instances, their texts joined by commas)`` rows (``_INSTANCES``)."""
     names = [str(row[0]) for row in rows]
     counts = np.fromiter((int(row[1]) for row in rows), dtype=np.int64, count=len(rows))
     every = np.fromstring(",".join(str(row[2]) for row in rows), dtype=np.int64, sep=",") if rows else np.zeros(0)
