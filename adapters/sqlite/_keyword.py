@@ -107,12 +107,16 @@ def keyword_ranking(
         users = None if words is None or line is None else words.users
         index = None if users is None or line is None else users.of(conn, scope.user_id, line)
         tokens = None if users is None or index is None else users.tokens_of(conn, terms)
-        start = time.thread_time()
+        # The rent (UserIndexes.paid): this thread's CPU time from here to the end of a ranking through FTS5. The
+        # clock (a system call here) is read only when that may be needed: no index, or one the search cannot use.
+        start = time.thread_time() if users is not None and line is not None and index is None else 0.0
         if 2 * mine < total:
             lists = None if index is None or tokens is None else user_lists(index, tokens)
             if lists is not None and line is not None and index is not None:
                 rank = functools.partial(per_user_ranking, index, lists, limit=limit, check=check)
                 return bm25_per_user(conn, terms, span, mine, limit, check, idf, lists=lists, rank=rank)
+            if index is not None and users is not None and line is not None:
+                start = time.thread_time()  # the index did not answer (a word of several tokens)
             sizes = None if line is None else line.sizes
             hits = bm25_per_user(conn, terms, span, mine, limit, check, idf, sizes)
             if users is not None and line is not None:
@@ -148,6 +152,8 @@ def keyword_ranking(
                     if n:
                         idf[term] = fts5_idf(n, total)
             return bm25_file(conn, f"body : ({expression})", limit, check, checked, span, inner, ranked=ranked)
+        if index is not None and users is not None and line is not None and times is None:
+            start = time.thread_time()  # the index did not answer (a word of several tokens, other statistics)
         if idf is not None:
             idf.update(file_idf(conn, terms, total))
         hits = bm25_file(conn, f"body : ({expression})", limit, check, checked, span.narrowed(times), inner)

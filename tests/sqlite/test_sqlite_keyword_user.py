@@ -171,6 +171,40 @@ def test_public_searches_are_unchanged_and_the_index_is_bought(db_path: str, dri
     memory.close()
 
 
+def test_the_rent_is_timed_only_through_fts5(db_path: str, driver: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search through FTS5 pays its thread CPU time as rent; one answered by the index reads no clock (a system
+    call); one the index cannot answer (a time range) pays again."""
+    memory = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
+    memory.add_sync([MemoryRecord(scope=ANN, text=t) for t in corpus(200, 16)])
+    users = memory.store.ann.words.users
+    clock = _keyword.time.thread_time
+    reads: list[float] = []
+
+    def counted() -> float:
+        reads.append(clock())
+        return reads[-1]
+
+    monkeypatch.setattr(_keyword.time, "thread_time", counted)
+    for _ in range(3):  # (the timeline is kept from about the second search on)
+        memory.search_sync("tea walk", scope=ANN, k=3)
+    assert len(reads) >= 2 and "ann" not in users.users
+    assert users.rent["ann"][1] == pytest.approx(sum(reads[1::2]) - sum(reads[0::2]), abs=1e-12)
+    monkeypatch.setattr(_keyword_user, "BUY", 0.0)
+    memory.search_sync("tea walk", scope=ANN, k=3)  # bought here
+    assert "ann" in users.users
+    reads.clear()
+    for query in queries(17, 6):
+        memory.search_sync(query, scope=ANN, k=3)
+    assert reads == []
+    memory.search_sync("tea", scope=ANN, k=3, since=timedelta(days=1))  # a time range: FTS5, no rent
+    assert reads == []
+    memory.add_sync([MemoryRecord(scope=MemoryScope(user_id="bob"), text="tea")])
+    memory.search_sync("tea walk", scope=ANN, k=3)  # the file's statistics are no longer ann's: FTS5, rent
+    assert "ann" in users.users and len(reads) == 2
+    assert users.rent["ann"][1] == pytest.approx(reads[1] - reads[0], abs=1e-12)
+    memory.close()
+
+
 def test_erasure_updates_deletes_expiry_and_other_stores_writes(db_path: str, driver: str, buy_now: None) -> None:
     memory = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
     # Another store on the file: its writes reach this one as another process's do (the generation moves);
