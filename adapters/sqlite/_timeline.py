@@ -15,7 +15,9 @@ clock at every lookup, as the SQL does.
 The keyword ranking checks its candidates' scope and expiry there too, and
 keeps the words per record (FTS5's docsize) it read, for the next search.
 Contextual keys ask which records hold each query word (:meth:`Timeline.holders`):
-the answer per word is kept, for the next search of that word.
+the answer per word is kept, for the next search of that word. Once the user's
+word index is bought (``_keyword_user.py``), it brings the whole words of every
+text (:class:`WholeWords`), and every word is answered from there.
 
 What it never answers (the caller runs the statement instead): a lookup with
 metadata filters or a time range, a rid it does not hold, a user with more
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -42,7 +45,7 @@ from ._rows import NEVER, Conn, expiry, tenant_token, us
 if TYPE_CHECKING:
     from memoryport._records import MemoryRecord
 
-__all__ = ["TIMELINE_BYTES", "TIMELINE_MAX", "Timeline", "Timelines"]
+__all__ = ["TIMELINE_BYTES", "TIMELINE_MAX", "Timeline", "Timelines", "WholeWords"]
 
 #: The largest user (records in the file, live or not) whose timeline is kept in RAM; larger users are
 #: looked up by SQL (a timeline of 50k records takes ~50 ms to read and ~10 MB; a lookup reads 16 per side).
@@ -72,6 +75,8 @@ class _Words:
     """The user's texts lower-cased in one string, and which records hold each word looked up so far."""
 
     def __init__(self) -> None:
+        # every text's whole words, when the user's word index brought them (see UserIndexes.of)
+        self.whole: WholeWords | None = None
         self.blob: str | None = None
         self.starts: list[int] = []
         self.held: dict[str, frozenset[int]] = {}  # lower-cased word -> positions of the records holding it
@@ -105,6 +110,98 @@ def _found(lower: str, blob: str, starts: list[int]) -> frozenset[int]:
             held.add(bisect.bisect_right(starts, at) - 1)
         at = blob.find(lower, at + 1)
     return frozenset(held)
+
+
+# A maximal run of letters and digits: exactly the characters ``str.isalnum`` accepts (checked over every code point).
+_RUN = re.compile(r"[^\W_]+")
+# Lower-cased ASCII bytes: letters, digits and the separator kept, anything else a space (for bytes.split).
+_ASCII_RUNS = bytes(c if (48 <= c <= 57 or 97 <= c <= 122 or c == 0) else 32 for c in range(256))
+# What WholeWords counts per position it holds (a tuple slot and its share of the ints) and per word.
+_WHOLE_POSTING = 12
+_WHOLE_WORD = 120
+
+
+@dataclass(frozen=True)
+class WholeWords:
+    """Which of a timeline's records hold each word, for every word of every text: its whole-word dictionary.
+
+    A record holds a word where the word is a maximal run of letters and digits
+    (``str.isalnum``) of its lower-cased text: exactly where ``ranking.context_keys``
+    finds a query word that is all letters and digits (a newline joins its texts,
+    and each text is lower-cased alone, so U+0130 and the Greek final sigma
+    lower-case the same). Positions are the timeline's (its ``(created_at, rid)``
+    order); ``added`` holds those of records appended after the build (this store's
+    own adds, :meth:`extended`), so the build's tuples are never copied.
+
+    Example:
+        >>> whole = WholeWords.of(["Ann: I paint.", "ANN's paint_brush"])
+        >>> whole.holding("ann"), whole.holding("paint"), whole.holding("brush")
+        ((0, 1), (0,), ())
+        >>> whole.extended(["paint!"]).holding("paint")
+        (0, 2)
+    """
+
+    size: int  # the records it covers: positions 0 .. size - 1
+    base: dict[str, tuple[int, ...]]  # lower-cased word -> the positions holding it, ascending
+    added: dict[str, tuple[int, ...]]  # the same for the positions appended since the build (all after base's)
+    nbytes: int  # estimated
+
+    @classmethod
+    def of(cls, texts: Sequence[str]) -> WholeWords:
+        """The dictionary of ``texts`` (position ``i``: ``texts[i]``)."""
+        found = _whole(texts, 0)
+        return cls(len(texts), found, {}, _whole_bytes(found))
+
+    def extended(self, texts: Sequence[str]) -> WholeWords:
+        """This dictionary with ``texts`` after its records (positions ``size`` on); this one is left as it is."""
+        more = _whole(texts, self.size)
+        added = dict(self.added)
+        for word, held in more.items():
+            have = added.get(word)
+            added[word] = held if have is None else have + held
+        return WholeWords(self.size + len(texts), self.base, added, self.nbytes + _whole_bytes(more))
+
+    def holding(self, lower: str) -> tuple[int, ...]:
+        """The positions whose lower-cased text holds ``lower`` as a whole word, ascending."""
+        held = self.base.get(lower, ())
+        if self.added:
+            more = self.added.get(lower)
+            if more is not None:
+                return held + more
+        return held
+
+
+def _whole(texts: Sequence[str], start: int) -> dict[str, tuple[int, ...]]:
+    """Lower-cased word -> the positions (``start + i`` for ``texts[i]``) whose lower-cased text holds it whole."""
+    joined = "\x00".join(texts)
+    if joined.isascii() and joined.count("\x00") == len(texts) - 1:
+        # ASCII: a run of letters and digits is a run of [a-z0-9] once lower-cased, split at anything else in C.
+        blob = joined.lower().encode("ascii").translate(_ASCII_RUNS)
+        ascii_found: dict[bytes, list[int]] = {}
+        get_ascii = ascii_found.get
+        for p, runs in enumerate(map(bytes.split, blob.split(b"\x00")), start):
+            for run in set(runs):
+                have_ascii = get_ascii(run)
+                if have_ascii is None:
+                    ascii_found[run] = [p]
+                else:
+                    have_ascii.append(p)
+        return {run.decode("ascii"): tuple(held) for run, held in ascii_found.items()}
+    found: dict[str, list[int]] = {}
+    get = found.get
+    for p, words in enumerate((_RUN.findall(text.lower()) for text in texts), start):
+        for word in set(words):
+            have = get(word)
+            if have is None:
+                found[word] = [p]
+            else:
+                have.append(p)
+    return {word: tuple(held) for word, held in found.items()}
+
+
+def _whole_bytes(found: Mapping[str, tuple[int, ...]]) -> int:
+    """What ``found`` holds in RAM, estimated."""
+    return _WHOLE_POSTING * sum(map(len, found.values())) + sum(_WHOLE_WORD + len(word) for word in found)
 
 
 @dataclass(frozen=True)
@@ -224,10 +321,15 @@ class Timeline:
         and kept, once the word has been searched for in half as many records'
         texts as the user has. None when a rid is not here, a word lower-cased is not
         all letters and digits, or no word is kept yet (the caller then searches
-        the texts: the same work).
+        the texts: the same work). With the user's whole-word dictionary
+        (:class:`WholeWords`, brought by its word index), every word is answered
+        from there, none searched for in the texts.
         """
         index = self.words
         cap = _HOLDERS_PER_RECORD * len(self.rids) + _HOLDERS_BASE
+        whole = index.whole
+        if whole is not None and whole.size == len(self.rids):
+            return self._held_whole(whole, rids, words, cap)
         kept: list[tuple[str, str]] = []
         once: list[tuple[str, str]] = []
         found: list[tuple[str, frozenset[int]]] = []
@@ -294,6 +396,54 @@ class Timeline:
                     else:
                         words_of.add(word)
         return out
+
+    def _held_whole(
+        self, whole: WholeWords, rids: Sequence[int], words: Sequence[str], cap: int
+    ) -> dict[int, set[str]] | None:
+        """:meth:`holders` from ``whole``: each word's positions as a set (kept; forgotten when full), intersected."""
+        at = self.at
+        positions: dict[int, int] = {}
+        for rid in rids:
+            p = at.get(rid)
+            if p is None:
+                return None
+            positions[p] = rid
+        index = self.words
+        inside = positions.keys()
+        out: dict[int, set[str]] = {}
+        for word in words:
+            if not word.isalnum():
+                continue  # _holders skips it too
+            lower = word.lower()
+            if not lower.isalnum():
+                return None
+            held = _kept(index, whole, lower, cap)
+            if not held:
+                continue
+            for p in inside & held:
+                key = positions[p]
+                words_of = out.get(key)
+                if words_of is None:
+                    out[key] = {word}
+                else:
+                    words_of.add(word)
+        return out
+
+
+def _kept(index: _Words, whole: WholeWords, lower: str, cap: int) -> frozenset[int]:
+    """The positions holding ``lower`` as a set: kept in ``index`` (all forgotten when ``cap`` positions are kept)."""
+    held = index.held.get(lower)
+    if held is None:
+        postings = whole.holding(lower)
+        if not postings:
+            return frozenset()
+        if index.size + len(postings) > cap:
+            # No room: forget the words kept (any is made again from ``whole`` at the cost of its positions).
+            index.held.clear()
+            index.size = 0
+        held = index.held[lower] = frozenset(postings)
+        index.size += len(held)
+    return held
 
 
 class Timelines:

@@ -1,0 +1,180 @@
+"""Contextual keys' whole-word dictionary: the same word holders as the texts give, wherever they come from.
+
+``WholeWords`` (``_timeline.py``) holds, for every word of every text of a
+user's timeline, which records hold it; it comes with the user's word index
+(``_keyword_user.py``) and grows with this store's own adds. ``Timeline.holders``
+answers from it. Every answer must equal ``ranking._holders`` on the texts
+themselves: Unicode case changes (U+0130 changes the length, the Greek final
+sigma depends on the next letter), underscores, digits, words held twice,
+non-ASCII letters and digits, a NUL inside a text, rids another user holds.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from memoryport import MemoryRecord, MemoryScope, SQLiteMemory, ranking
+from memoryport._records import utcnow
+from memoryport.adapters.sqlite import _keyword_user
+from memoryport.adapters.sqlite._rows import NEVER
+from memoryport.adapters.sqlite._timeline import Timeline, WholeWords
+
+PIECES = [
+    "Ann", "ANN", "ann's", "Annie", "paint", "Paint_brush", "paint-pots", "PAINTING", "x2", "2x", "10:30", "²",
+    "ΟΔΟΣ", "ΟΔΟΣ.", "Σ", "ΣΑΣ", "İstanbul", "İ", "istanbul", "naïve", "café", "CAFÉ", "straße", "STRASSE", "ǅemal",
+    "ﬁre", "fire", "١٢٣", "e\u0301", "日本語", "🙂", "-", "_", "__init__", "a_b", "tea", "Tea.", "TEA!", "\n", "\t",
+]  # fmt: skip
+ASCII = ["Ann", "ANN", "ann's", "paint", "Paint_brush", "paint-pots", "x2", "2x", "10:30", "tea", "Tea.", "-", "_"]
+WORDS = [
+    "ann", "Ann", "paint", "brush", "paint_brush", "pots", "x2", "2x", "10", "30", "οδος", "οδοσ", "σ", "σας",
+    "i̇stanbul", "stanbul", "i", "istanbul", "naïve", "café", "straße", "strasse", "ǆemal", "ﬁre", "fire", "١٢٣",
+    "e", "日本語", "tea", "init", "a", "b", "", "zebra", "a b", "İstanbul", "İ",
+]  # fmt: skip
+
+
+def _texts(rng: random.Random, n: int, pieces: Sequence[str]) -> list[str]:
+    return [
+        "".join(rng.choice([" ", "", ", "]) + rng.choice(pieces) for _ in range(rng.randint(0, 6))) for _ in range(n)
+    ]
+
+
+def _line(texts: Sequence[str]) -> Timeline:
+    rids = [1000 + 3 * i for i in range(len(texts))]
+    return Timeline(
+        gen=1,
+        rids=rids,
+        ats=list(range(len(texts))),
+        sessions=[None] * len(texts),
+        agents=[None] * len(texts),
+        expires=[NEVER] * len(texts),
+        texts=list(texts),
+        at={rid: i for i, rid in enumerate(rids)},
+        nbytes=0,
+        mortal=False,
+        uniform=True,
+    )
+
+
+def _holdings(whole: WholeWords, texts: Sequence[str]) -> dict[str, tuple[int, ...]]:
+    """Every word the texts hold, as ``whole`` answers it."""
+    words = {w for text in texts for w in ranking._WORD.findall(text.lower())}
+    return {w: whole.holding(w) for w in words}
+
+
+@pytest.mark.parametrize("pieces", [PIECES, ASCII], ids=["unicode", "ascii"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_holders_from_the_dictionary_equal_the_texts(pieces: list[str], seed: int) -> None:
+    rng = random.Random(seed)
+    texts = _texts(rng, 300, pieces)
+    texts[5] = "ΟΔΟΣ\x00ann"  # a NUL inside a text: the texts are not split there
+    texts[6] = "İİ ann İstanbul"  # lower-cased longer than it is
+    line = _line(texts)
+    line.words.whole = WholeWords.of(texts)
+    by_rid = dict(zip(line.rids, line.texts, strict=True))
+    for _ in range(200):
+        rids = rng.sample(line.rids, rng.randint(1, 80))
+        rids += rng.sample(rids, min(len(rids), rng.randint(0, 3)))  # a rid asked twice
+        asked = rng.sample(WORDS, rng.randint(1, 6))
+        asked = [w for w in asked if not w or w.isalnum() or not w.lower().isalnum()]
+        got = line.holders(rids, asked)
+        expected = ranking._holders(rids, by_rid, asked)
+        if any(w.isalnum() and not w.lower().isalnum() for w in asked):
+            assert got is None  # lower-cased, not all letters and digits: the caller searches the texts
+        else:
+            assert got == expected, (rids, asked)
+    # Every rid and every word at once, and a rid the timeline does not hold.
+    words = [w for w in WORDS if w.lower().isalnum()]
+    assert line.holders(line.rids, words) == ranking._holders(line.rids, by_rid, words)
+    assert line.holders([*line.rids[:3], 7], ["ann"]) is None
+
+
+def test_holders_with_no_room_forget_and_answer_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    from memoryport.adapters.sqlite import _timeline
+
+    monkeypatch.setattr(_timeline, "_HOLDERS_PER_RECORD", 0)
+    monkeypatch.setattr(_timeline, "_HOLDERS_BASE", 40)
+    rng = random.Random(5)
+    texts = _texts(rng, 200, PIECES)
+    line = _line(texts)
+    line.words.whole = WholeWords.of(texts)
+    by_rid = dict(zip(line.rids, line.texts, strict=True))
+    words = [w for w in WORDS if w.lower().isalnum()]
+    for _ in range(100):
+        rids = rng.sample(line.rids, rng.randint(1, 120))
+        asked = rng.sample(words, rng.randint(1, 5))
+        assert line.holders(rids, asked) == ranking._holders(rids, by_rid, asked)
+        kept = line.words.held.values()
+        assert sum(map(len, kept)) == line.words.size <= 40 + max(map(len, kept))  # forgotten when full
+
+
+@pytest.mark.parametrize("pieces", [PIECES, ASCII], ids=["unicode", "ascii"])
+def test_a_dictionary_extended_equals_one_built_on_all_the_texts(pieces: list[str]) -> None:
+    rng = random.Random(11)
+    texts = _texts(rng, 120, pieces)
+    whole = WholeWords.of(texts[:50])
+    for cut in (60, 61, 90, 120):  # one record, several, a batch with unicode after an ASCII one
+        whole = whole.extended(texts[len(range(whole.size)) : cut])
+        assert whole.size == cut
+        assert _holdings(whole, texts[:cut]) == _holdings(WholeWords.of(texts[:cut]), texts[:cut])
+        assert whole.nbytes > 0
+    assert WholeWords.of([]).size == 0 and not WholeWords.of([]).base
+    assert WholeWords.of(["", "-", "_"]).base == {}
+
+
+ANN = MemoryScope(user_id="ann")
+
+
+@pytest.fixture
+def buy_now(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(_keyword_user, "BUY", 0.0)
+    yield
+
+
+def _hits(memory: Any, query: str) -> list[tuple[Any, float]]:
+    """Each hit's record (by its time: the two files give it different ids) and exact score."""
+    return [(h.record.created_at, h.score) for h in memory.search_sync(query, scope=ANN, k=10)]
+
+
+def test_searches_with_the_dictionary_give_the_same_hits(db_path: str, tmp_path: Any, driver: str) -> None:
+    """Two stores with the same records: one whose user's word index (and dictionary) is bought at once,
+    one whose never is; the same hits and scores, also after this store's own adds extend the dictionary."""
+    rng = random.Random(3)
+    start = utcnow() - timedelta(days=1)
+    texts = _texts(rng, 400, PIECES)
+    bought = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
+    plain = SQLiteMemory(str(tmp_path / "plain.db"), search_mode="keyword", driver=driver)
+    at = 0
+
+    def add(batch: list[str]) -> None:
+        nonlocal at
+        records = [
+            MemoryRecord(scope=ANN, text=(t if t.strip() else "-"), created_at=start + timedelta(seconds=at + i))
+            for i, t in enumerate(batch)
+        ]
+        at += len(batch)
+        for memory in (bought, plain):
+            memory.add_sync(records)
+
+    add(texts)
+    queries = ["Ann paint", "ΟΔΟΣ café tea", "istanbul İstanbul x2", "straße 10 fire", "paint_brush naïve ann"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_keyword_user, "BUY", 1e9)
+        expected = [_hits(plain, q) for q in queries * 3]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_keyword_user, "BUY", 0.0)
+        got = [_hits(bought, q) for q in queries * 3]
+        line = bought.store.timelines.of(bought.store.db.conn(), "ann")
+        assert line is not None and line.words.whole is not None  # the dictionary answered
+        assert got == expected
+        for batch in (["ann paints the ΟΔΟΣ"], _texts(rng, 5, PIECES)):
+            add(batch)
+            assert [_hits(bought, q) for q in queries] == [_hits(plain, q) for q in queries]
+        line = bought.store.timelines.of(bought.store.db.conn(), "ann")
+        assert line is not None and line.words.whole is not None and line.words.whole.size == len(line.rids)
+    bought.close()
+    plain.close()
