@@ -1145,7 +1145,8 @@ class SQLiteStore:
         candidates' neighbours meanwhile, then waits for the vector, in the same
         read transaction (see ``_search.search_hits``). An embedder that
         answers at once (a cache) is waited for here instead, so that the
-        vector half still runs beside the keyword half. If the embedder fails,
+        vector half still runs beside the keyword half; when both halves then
+        read only RAM, the search runs right here (:meth:`_hybrid_inline`). If the embedder fails,
         the search ranks by keywords alone (mode ``keyword``), as before.
         """
         pending: Future[F32 | None] = Future()
@@ -1165,6 +1166,12 @@ class SQLiteStore:
         try:
             if task is not None:
                 await asyncio.sleep(0)  # lets an embedder that needs no thread or I/O finish first
+                qvec = pending.result() if pending.done() else None
+                if qvec is not None:
+                    unit = qvec
+                    found = self._or_worker(lambda: self._hybrid_inline(query, unit, scope, k, filters))
+                    if found is not None:
+                        return found, "hybrid"
             hits = await self._run(
                 lambda: self.db.read(
                     lambda conn: search_hits(self, conn, query, None, "hybrid", scope, k, filters, pending=pending)
@@ -1278,6 +1285,31 @@ class SQLiteStore:
             return None  # nothing kept: no transaction to find that out
         return self.db.read_nowait(
             lambda conn: search_hits(self, conn, query, None, "keyword", scope, k, filters, load=False)
+        )
+
+    def _hybrid_inline(
+        self, query: str, qvec: F32, scope: MemoryScope, k: int, filters: Cond
+    ) -> list[MemoryHit] | None:
+        """A hybrid search run right here, on the caller's thread, when both halves read nothing but RAM; else None.
+
+        What :meth:`_keyword_inline` does for keyword search, for a hybrid search whose query vector
+        came at once (a cache): when the user's timeline and word index are current and its vectors
+        are in RAM, at most :data:`INLINE_VECTORS` of them, the whole search runs on this thread's
+        connection that never waits for a lock, in one read transaction, the matrix product on a numpy
+        thread beside the keyword half, as the worker would run it (the same function, the same hits),
+        without the hop to a worker and back. Anything else goes to the worker (``search_hits(...,
+        load=False)`` raises ``NotCached`` before handing anything to another thread; see :meth:`_or_worker`).
+        """
+        if self._closed or filters or self.keyword_index != "fts5":
+            return None
+        user = scope.user_id
+        if not self.timelines.held(user) or not self.ann.words.users.current(user):
+            return None  # nothing kept: no transaction to find that out
+        size = self.vectors.cached_size(scope)
+        if size is None or size > INLINE_VECTORS:
+            return None
+        return self.db.read_nowait(
+            lambda conn: search_hits(self, conn, query, qvec, "hybrid", scope, k, filters, load=False)
         )
 
     # -- the vector index ----------------------------------------------------------

@@ -181,10 +181,10 @@ def test_hybrid_equals_the_steps_one_after_the_other(
     waited: list[bool] = []
     hybrid = _search._hybrid
 
-    def spy(*args: Any) -> Any:
+    def spy(*args: Any, **kwargs: Any) -> Any:
         pending = args[4]
         waited.append(pending is not None and not pending.done())
-        return hybrid(*args)
+        return hybrid(*args, **kwargs)
 
     monkeypatch.setattr(_search, "_hybrid", spy)
 
@@ -350,10 +350,10 @@ def test_blocking_embedder_gives_the_same_hits(db_path: str, driver: str, monkey
     waited: list[bool] = []
     hybrid = _search._hybrid
 
-    def spy(*args: Any) -> Any:
+    def spy(*args: Any, **kwargs: Any) -> Any:
         pending = args[4]
         waited.append(pending is not None and not pending.done())
-        return hybrid(*args)
+        return hybrid(*args, **kwargs)
 
     monkeypatch.setattr(_search, "_hybrid", spy)
     embedder = Blocking()
