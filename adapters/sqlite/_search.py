@@ -39,7 +39,7 @@ from ._rows import (
     tenant_token,
     us,
 )
-from ._timeline import Timeline, sides_in
+from ._timeline import Timeline, context_in, sides_in
 from ._vectors import F32, INLINE_VECTORS, SPLIT_FROM, NotCached, Ranking
 
 if TYPE_CHECKING:
@@ -139,7 +139,8 @@ def search_hits(
         # Contextual keys read every candidate's neighbours; the lift alone needs links among them only.
         near = _near(store, conn, [rid for rid, _ in keyword], filters, now, times, among=not idf, line=line)
         if idf:
-            keyword = _context(store, keyword, near, times, idf, admit=False, line=line)
+            plain = not filter_sql(filters)[0]
+            keyword = _context(store, keyword, near, times, idf, admit=False, line=line, plain=plain)
         scored = list(ranking.normalise(keyword).items())
         signal = "keyword"
     elif mode == "vector":
@@ -207,7 +208,8 @@ def _hybrid(
         qvec = None if pending is None else pending.result()  # embedded in the meantime
         if qvec is None:
             if idf:
-                keyword = _context(store, keyword, near, times, idf, admit=False, line=line)
+                plain = not filter_sql(filters)[0]
+                keyword = _context(store, keyword, near, times, idf, admit=False, line=line, plain=plain)
             return list(ranking.normalise(keyword).items()), near, "keyword"
         # Nothing left to run beside it: a large product runs in two parts, here and on a numpy thread.
         vector = _split(store, vector_job(store, conn, qvec, scope, pool, filters, now))
@@ -288,12 +290,29 @@ def _context(
     admit: bool,
     others: Sequence[tuple[int, float]] = (),
     line: Timeline | None = None,
+    plain: bool = False,
 ) -> list[tuple[int, float]]:
     """``keyword`` with contextual keys (:func:`ranking.context_keys`), from what the neighbour lookup read.
 
     ``line``: the user's records in RAM, current in this snapshot: which records hold each
     query word is found there once per word (:meth:`Timeline.holders`), not in every search's texts.
+    ``plain``: ``near`` was read without filters or a time range; then, without ``admit``, a timeline
+    of one scope answers from its positions (:func:`~._timeline.context_in`: the same scores).
     """
+    if plain and line is not None and not admit:
+        reach = max(store.context_window if store.context_weight else 0, store.context_key_window)
+        found = context_in(
+            line,
+            keyword,
+            near,
+            idf,
+            weight=store.context_key_weight,
+            window=store.context_key_window,
+            reach=min(reach, NEIGHBOUR_SCAN),
+            seconds=store.session_gap.total_seconds(),
+        )
+        if found is not None:
+            return found
     when: dict[int, tuple[Hashable, float]] | None = None
     texts: dict[int, str]
     # The records' sessions from the timeline when it holds them all (the same grouping, cheaper).

@@ -33,12 +33,15 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
+import operator
 import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ._rows import NEVER, Conn, expiry, tenant_token, us
 
@@ -55,6 +58,7 @@ TIMELINE_MAX = 50_000
 TIMELINE_BYTES = 64 << 20
 
 _SEEN_MAX = 65_536
+_KEY, _SCORE = operator.itemgetter(0), operator.itemgetter(1)
 # the columns' objects, the rid map, the neighbour positions and the word holders kept per record
 # (plus the texts twice: as read, and lower-cased for the word holders)
 _PER_RECORD = 700
@@ -77,6 +81,8 @@ class _Words:
     def __init__(self) -> None:
         # every text's whole words, when the user's word index brought them (see UserIndexes.of)
         self.whole: WholeWords | None = None
+        # session gap (seconds) -> each position's session number in a uniform timeline (see context_in)
+        self.runs: dict[float, list[int]] = {}
         self.blob: str | None = None
         self.starts: list[int] = []
         self.held: dict[str, frozenset[int]] = {}  # lower-cased word -> positions of the records holding it
@@ -249,6 +255,12 @@ class Timeline:
         expires = [expiry(record) for _, _, record in rows]
         words = _Words()
         words.asked = dict(self.words.asked)
+        if self.rids:
+            # the session numbers go on from this timeline's last record (the new ones come after it)
+            tail = [t for t, _, _ in rows]
+            words.runs = {
+                gap: [*runs, *_runs(tail, gap, runs[-1], self.ats[-1] / 1e6)] for gap, runs in self.words.runs.items()
+            }
         return Timeline(
             gen=gen,
             rids=[*self.rids, *(rid for _, rid, _ in rows)],
@@ -431,19 +443,161 @@ class Timeline:
 
 
 def _kept(index: _Words, whole: WholeWords, lower: str, cap: int) -> frozenset[int]:
-    """The positions holding ``lower`` as a set: kept in ``index`` (all forgotten when ``cap`` positions are kept)."""
-    held = index.held.get(lower)
+    """The positions holding ``lower`` as a set, kept in ``index``: at most ``cap`` positions in all, the words
+    least recently asked forgotten first (any is made again from ``whole``, at the cost of its positions)."""
+    kept = index.held
+    held = kept.pop(lower, None)
     if held is None:
         postings = whole.holding(lower)
         if not postings:
             return frozenset()
-        if index.size + len(postings) > cap:
-            # No room: forget the words kept (any is made again from ``whole`` at the cost of its positions).
-            index.held.clear()
-            index.size = 0
-        held = index.held[lower] = frozenset(postings)
+        while kept and index.size + len(postings) > cap:
+            index.size -= len(kept.pop(next(iter(kept))))
+        held = frozenset(postings)
         index.size += len(held)
+    kept[lower] = held  # (again) the most recently asked
     return held
+
+
+def _runs(ats: Sequence[int], seconds: float, number: int = -1, last: float = 0.0) -> list[int]:
+    """Each position's session number when every record is in one scope: :meth:`Timeline.sessions_of`'s steps
+    (``number`` and ``last``: the number and time, in seconds, of the record before ``ats[0]``, if any)."""
+    out: list[int] = []
+    for stamp in ats:
+        t = stamp / 1e6
+        if number < 0 or t - last >= seconds:
+            number += 1
+        out.append(number)
+        last = t
+    return out
+
+
+def context_in(
+    line: Timeline,
+    keyword: Sequence[tuple[int, float]],
+    near: Mapping[int, Sequence[tuple[int, int]]],
+    idf: Mapping[str, float],
+    *,
+    weight: float,
+    window: int,
+    reach: int,
+    seconds: float,
+) -> list[tuple[int, float]] | None:
+    """:func:`memoryport.ranking.context_keys` with ``admit=False``, from ``line``'s positions; None: ask it.
+
+    For ``near`` as :func:`sides_in` reads it from ``line`` without filters: each
+    key's ``reach`` nearest records on each side (checked by count), in a timeline
+    of one scope without expiry, whose whole words are known (:class:`WholeWords`).
+    Then a link is two positions at most ``window`` (and ``reach``) apart, one of
+    them a key, and every record between them was read too, so they are in one
+    session exactly when the timeline's session numbers (``seconds``, as
+    :meth:`sessions_of` steps) are equal. Each keyword candidate takes the query
+    words its linked positions hold and it does not, found from the holders of
+    each word (not from every link), and its score grows by ``weight`` times their
+    IDF summed by ``math.fsum``: the same floats. None (the caller runs
+    ``context_keys``) for anything else: another shape of ``near``, a rid not
+    here, a candidate twice, candidates not best first or not finite, a word that
+    lower-cased is not letters and digits.
+    """
+    whole = line.words.whole
+    if (
+        not line.uniform
+        or line.mortal
+        or whole is None
+        or whole.size != len(line.rids)
+        or weight <= 0
+        or window < 1
+        or reach < 1
+        or not idf
+        or not near
+    ):
+        return None
+    at = line.at
+    last = len(line.rids) - 1
+    maybe = list(map(at.get, near))
+    if None in maybe:
+        return None
+    found = cast("list[int]", maybe)
+    looked = set(found)
+    if min(found) >= reach and max(found) <= last - reach:
+        links = 2 * reach * len(found)
+    else:
+        links = sum((reach if p >= reach else p) + (reach if p + reach <= last else last - p) for p in looked)
+    if links != sum(map(len, near.values())):
+        return None  # not the lists sides_in reads (filters, expiry, another window): context_keys reads them
+    rids = list(map(_KEY, keyword))
+    scores = list(map(_SCORE, keyword))
+    places = list(map(at.get, rids))
+    # Candidates once each, best first, finite (a sum overflows or turns NaN when one is not), each here.
+    if None in places or not math.isfinite(sum(scores)) or not all(map(operator.ge, scores, scores[1:])):
+        return None
+    targets: dict[int, int] = dict(zip(places, rids, strict=True))  # type: ignore[arg-type]  # (no None: checked)
+    if len(targets) != len(keyword):
+        return None
+    index = line.words
+    runs = index.runs.get(seconds)
+    if runs is None:
+        runs = index.runs[seconds] = _runs(line.ats, seconds)
+    cap = _HOLDERS_PER_RECORD * len(line.rids) + _HOLDERS_BASE
+    held_of: list[tuple[str, frozenset[int]]] = []
+    for word in idf:
+        if not word.isalnum():
+            continue  # context_keys skips it too
+        lower = word.lower()
+        if not lower.isalnum():
+            return None
+        held = _kept(index, whole, lower, cap)
+        if held:
+            held_of.append((word, held))
+    span = min(window, reach)
+    offsets = [d for k in range(1, span + 1) for d in (-k, k)]
+    lo, hi = max(min(targets) - span, 0), min(max(targets) + span, last)
+    # One session around every candidate, every candidate a key of near: each position within ``span`` links.
+    simple = runs[lo] == runs[hi] and looked.issuperset(targets)
+    zone: set[int] | None = None
+    credit: dict[int, set[str]] = {}
+    for word, held in held_of:
+        lenders: AbstractSet[int] = held
+        if len(held) > 32:
+            # A common word: its holders within reach of a candidate (the candidates' neighbourhood, made once).
+            if zone is None:
+                zone = set().union(*map(range, [p - span for p in targets], [p + span + 1 for p in targets]))
+            lenders = held & zone
+        reached: set[int] = set()
+        for d in offsets:
+            reached.update(map(operator.add, lenders, itertools.repeat(d)))
+        for q in targets.keys() & reached:
+            if q in held:
+                continue  # its own word
+            if not simple:
+                session, lent = runs[q], q in looked
+                if not any(
+                    0 <= h <= last and h in lenders and runs[h] == session and (lent or h in looked)
+                    for h in (q + d for d in offsets)
+                ):
+                    continue  # another session, or neither of the two a key of near
+            words = credit.get(q)
+            if words is None:
+                credit[q] = {word}
+            else:
+                words.add(word)
+    if not credit:
+        return list(keyword)
+    sums: dict[frozenset[str], float] = {}
+    out: list[tuple[int, float]] = []
+    for p, rid in targets.items():
+        score = keyword[len(out)][1]
+        words = credit.get(p)
+        if words is not None:
+            key = frozenset(words)
+            total = sums.get(key)
+            if total is None:
+                total = sums[key] = math.fsum(map(idf.__getitem__, words))
+            score = score + weight * total
+            if not math.isfinite(score):
+                return None
+        out.append((rid, score))
+    return sorted(out, key=_SCORE, reverse=True)
 
 
 class Timelines:

@@ -101,15 +101,18 @@ def test_holders_with_no_room_forget_and_answer_the_same(monkeypatch: pytest.Mon
     rng = random.Random(5)
     texts = _texts(rng, 200, PIECES)
     line = _line(texts)
-    line.words.whole = WholeWords.of(texts)
+    whole = line.words.whole = WholeWords.of(texts)
     by_rid = dict(zip(line.rids, line.texts, strict=True))
     words = [w for w in WORDS if w.lower().isalnum()]
     for _ in range(100):
         rids = rng.sample(line.rids, rng.randint(1, 120))
         asked = rng.sample(words, rng.randint(1, 5))
         assert line.holders(rids, asked) == ranking._holders(rids, by_rid, asked)
-        kept = line.words.held.values()
-        assert sum(map(len, kept)) == line.words.size <= 40 + max(map(len, kept))  # forgotten when full
+        kept = line.words.held
+        assert sum(map(len, kept.values())) == line.words.size  # the least recently asked forgotten when full
+        assert line.words.size <= 40 or len(kept) == 1
+        held = [w.lower() for w in asked if whole.holding(w.lower())]
+        assert not held or list(kept)[-1] == held[-1]  # the last asked is the most recent
 
 
 @pytest.mark.parametrize("pieces", [PIECES, ASCII], ids=["unicode", "ascii"])
@@ -178,3 +181,146 @@ def test_searches_with_the_dictionary_give_the_same_hits(db_path: str, tmp_path:
         assert line is not None and line.words.whole is not None and line.words.whole.size == len(line.rids)
     bought.close()
     plain.close()
+
+
+# -- contextual keys from the timeline's positions (context_in) ------------------------------------------------------
+
+
+def _timed(texts: Sequence[str], ats: Sequence[int], *, mortal: bool = False, sessions: Any = None) -> Timeline:
+    rids = [500 + 7 * i for i in range(len(texts))]
+    return Timeline(
+        gen=1,
+        rids=rids,
+        ats=list(ats),
+        sessions=list(sessions) if sessions is not None else [None] * len(texts),
+        agents=[None] * len(texts),
+        expires=[NEVER - 1 if mortal and i == 3 else NEVER for i in range(len(texts))],
+        texts=list(texts),
+        at={rid: i for i, rid in enumerate(rids)},
+        nbytes=0,
+        mortal=mortal,
+        uniform=sessions is None or len(set(sessions)) == 1,
+    )
+
+
+def _reference(
+    line: Timeline, keyword: Any, near: Any, times: Any, idf: Any, weight: float, window: int, gap: timedelta
+) -> list[tuple[int, float]]:
+    """``ranking.context_keys`` as the search runs it without a timeline: sessions and texts from ``times``."""
+    when = {rid: ((session, agent), at / 1e6) for rid, (at, session, agent, _) in times.items()}
+    texts = {rid: found[3] for rid, found in times.items()}
+    return ranking.context_keys(
+        keyword, near, texts, idf, weight=weight, window=window, when=when, gap=gap, admit=False
+    )
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_contextual_keys_from_positions_equal_context_keys(seed: int) -> None:
+    from memoryport.adapters.sqlite._timeline import context_in, sides_in
+
+    rng = random.Random(seed)
+    n = rng.choice([30, 120, 400])
+    texts = _texts(rng, n, PIECES if seed % 2 else ASCII)
+    gap = timedelta(minutes=rng.choice([1, 30]))
+    seconds = gap.total_seconds()
+    ats, t = [], 10**12
+    for _ in range(n):  # ties, steps just under, at and over the gap
+        t += rng.choice([0, 0, 1, 10**6, int(seconds * 1e6) - 1, int(seconds * 1e6), int(seconds * 1e6) + 1])
+        ats.append(t)
+    line = _timed(texts, ats)
+    line.words.whole = WholeWords.of(texts)
+    answered = 0
+    for case in range(120):
+        reach, window = rng.choice([(2, 2), (3, 2), (1, 1), (2, 3), (4, 1)])
+        looked = rng.sample(line.rids, rng.randint(1, min(n, 60)))
+        times: dict[int, Any] = {}
+        found = sides_in(line, looked, 0, window=reach, scan=16, after=True, times=times)
+        assert found is not None
+        near = {rid: [*before, *after] for rid, (before, after) in found.items()}
+        picked = rng.sample(looked, rng.randint(1, len(looked)))
+        if case % 5 == 0:
+            picked += rng.sample(line.rids, 2)  # candidates that are not keys of near (their neighbours may be)
+            picked = list(dict.fromkeys(picked))
+            for rid in picked:
+                p = line.at[rid]
+                times.setdefault(rid, (line.ats[p], None, None, line.texts[p]))
+        scores = sorted((rng.choice([0.5, 1.0, 1.5, rng.random() * 3]) for _ in picked), reverse=True)  # ties
+        keyword = list(zip(picked, scores, strict=True))
+        idf = {w: rng.choice([0.25, 0.7, 1.3, rng.random() * 2]) for w in rng.sample(WORDS, rng.randint(1, 6))}
+        weight = rng.choice([0.4, 1.0, 0.1])
+        got = context_in(line, keyword, near, idf, weight=weight, window=window, reach=reach, seconds=seconds)
+        expected = _reference(line, keyword, near, times, idf, weight, min(window, reach), gap)
+        if window <= reach:
+            assert expected == _reference(line, keyword, near, times, idf, weight, window, gap)
+        if got is not None:
+            answered += 1
+            assert got == expected, (case, keyword, idf)
+        else:
+            assert any(w.isalnum() and not w.lower().isalnum() for w in idf)  # İ: the caller searches the texts
+    assert answered > 60
+
+
+def test_contextual_keys_from_positions_refuse_what_they_cannot_tell() -> None:
+    from memoryport.adapters.sqlite._timeline import context_in, sides_in
+
+    texts = ["Ann paints", "a sunset", "over the lake", "Ann: tea?", "green tea", "the lake again"] * 5
+    ats = [10**12 + i * 10**6 for i in range(len(texts))]
+    line = _timed(texts, ats)
+    whole = line.words.whole = WholeWords.of(texts)
+    times: dict[int, Any] = {}
+    found = sides_in(line, line.rids[5:20], 0, window=2, scan=16, after=True, times=times)
+    assert found is not None
+    near = {rid: [*before, *after] for rid, (before, after) in found.items()}
+    keyword = [(line.rids[9], 2.0), (line.rids[12], 1.0), (line.rids[15], 0.5)]
+    idf = {"ann": 1.0, "lake": 0.5, "tea": 0.75}
+
+    def ask(**changes: Any) -> Any:
+        args: dict[str, Any] = {"line": line, "keyword": keyword, "near": near, "idf": idf}
+        args.update(changes)
+        return context_in(
+            args["line"], args["keyword"], args["near"], args["idf"], weight=0.4, window=2, reach=2, seconds=1800.0
+        )
+
+    assert ask() == _reference(line, keyword, near, times, idf, 0.4, 2, timedelta(minutes=30))
+    assert ask() != keyword  # some credit
+    assert ask(keyword=[*keyword, keyword[0]]) is None  # a candidate twice
+    assert ask(keyword=keyword[::-1]) is None  # not best first
+    assert ask(keyword=[(keyword[0][0], float("nan")), *keyword[1:]]) is None
+    assert ask(keyword=[(7, 3.0), *keyword]) is None  # a rid the timeline does not hold
+    assert ask(near={**near, 7: []}) is None
+    cut = dict(near)
+    cut[line.rids[9]] = near[line.rids[9]][:-1]  # a list another lookup cut (filters): not sides_in's
+    assert ask(near=cut) is None
+    assert ask(idf={"İstanbul": 1.0, "ann": 1.0}) is None
+    mortal = _timed(texts, ats, mortal=True)
+    mortal.words.whole = whole
+    assert ask(line=mortal) is None
+    scoped = _timed(texts, ats, sessions=["a", "b"] * 15)
+    scoped.words.whole = whole
+    assert ask(line=scoped) is None
+    bare = _timed(texts, ats)
+    assert ask(line=bare) is None  # no whole-word dictionary
+
+
+def test_session_numbers_go_on_when_a_timeline_takes_its_stores_adds() -> None:
+    from datetime import datetime, timezone
+
+    from memoryport.adapters.sqlite._timeline import _runs
+
+    start = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    steps = [0, 1, 1800, 1799, 0, 3600, 1800, 1]  # seconds: ties, the gap exactly, just under it
+    at, ats = start, []
+    for step in steps:
+        at += timedelta(seconds=step)
+        ats.append(at)
+    line = _timed(["ann"] * 5, [int(t.timestamp() * 1e6) for t in ats[:5]])
+    for seconds in (1800.0, 60.0):
+        line.words.runs[seconds] = _runs(line.ats, seconds)
+    records = [MemoryRecord(scope=ANN, text="tea", created_at=t) for t in ats[5:]]
+    grown = line.appended(records, [900, 901, 902], 2)
+    assert grown is not None and grown.ats[5:] == [int(t.timestamp() * 1e6) for t in ats[5:]]
+    for seconds in (1800.0, 60.0):
+        assert grown.words.runs[seconds] == _runs(grown.ats, seconds)
+    assert grown.words.runs[1800.0] == [0, 0, 1, 1, 1, 2, 3, 3]
+    empty = _timed([], [])
+    assert empty.appended(records, [900, 901, 902], 2) is not None
