@@ -305,6 +305,8 @@ def spread_to_neighbours(
     if weight < 0:
         raise ValueError("weight must not be negative")
     out: dict[K, float] = dict(scores)
+    if weight and not only_scored and len(out) == len(scores):
+        return _spread_all(scores, neighbours, weight, out)
     order: dict[K, int] = {key: i for i, (key, _) in enumerate(scores)}
     unique = len(order) == len(scores)
     if weight:
@@ -325,6 +327,44 @@ def spread_to_neighbours(
         # both at once), so a stable sort by score alone breaks ties by first appearance, without a
         # key tuple per candidate (scores that are not finite keep the key's order as a second key).
         return sorted(out.items(), key=_SCORE, reverse=True)
+    return sorted(out.items(), key=lambda kv: (-kv[1], order[kv[0]]))
+
+
+class _Shares(dict[int, float]):
+    """distance -> ``weight * 0.5 ** (distance - 1)``, computed at the first lookup of each distance."""
+
+    def __init__(self, weight: float) -> None:
+        super().__init__()
+        self.weight = weight
+
+    def __missing__(self, distance: int) -> float:
+        lift = self[distance] = self.weight * 0.5 ** (distance - 1)
+        return lift
+
+
+def _spread_all(
+    scores: Sequence[tuple[K, float]],
+    neighbours: Mapping[K, Sequence[tuple[K, int]]],
+    weight: float,
+    out: dict[K, float],
+) -> list[tuple[K, float]]:
+    """:func:`spread_to_neighbours` of ``scores`` without a repeated key (``out``: ``dict(scores)``), every
+    neighbour let in, ``weight`` > 0: the same sums, in the same order, with fewer lookups.
+
+    Each key enters ``out`` when first met, as it enters the order that breaks ties in the general
+    path, so ``out``'s own order is that order: a stable sort by score breaks ties the same way,
+    unless a score is not finite and a neighbour was added (then the order is the second key, as there).
+    """
+    share = _Shares(weight)
+    get, found_of = out.get, neighbours.get
+    for key, score in scores:
+        found = found_of(key)
+        if found:
+            for other, distance in found:
+                out[other] = get(other, 0.0) + share[distance] * score
+    if len(out) == len(scores) or all(map(math.isfinite, out.values())):
+        return sorted(out.items(), key=_SCORE, reverse=True)
+    order = {key: i for i, key in enumerate(out)}
     return sorted(out.items(), key=lambda kv: (-kv[1], order[kv[0]]))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Any
 
 import pytest
 
@@ -72,6 +73,60 @@ def test_spread_to_neighbours_same_as_the_inline_formula() -> None:
                     out[other] = out.get(other, 0.0) + weight * 0.5 ** (distance - 1) * score
         want = sorted(out.items(), key=lambda kv: (-kv[1], order[kv[0]]))
         assert spread_to_neighbours(scored, near, weight=weight, only_scored=only) == want
+
+
+def _spread_reference(
+    scores: list[tuple[int, float]], near: dict[int, list[tuple[int, int]]], weight: float, only: bool
+) -> Any:
+    """spread_to_neighbours as it was before its path for unique keys (session 13), line for line."""
+    import math
+
+    out: dict[int, float] = dict(scores)
+    order = {key: i for i, (key, _) in enumerate(scores)}
+    unique = len(order) == len(scores)
+    if weight:
+        share: dict[int, float] = {}
+        for key, score in scores:
+            for other, distance in near.get(key, ()):
+                if only and other not in order:
+                    continue
+                if other not in order:
+                    order[other] = len(order)
+                lift = share.get(distance)
+                if lift is None:
+                    lift = share[distance] = weight * 0.5 ** (distance - 1)
+                out[other] = out.get(other, 0.0) + lift * score
+    if len(order) == len(scores) or (unique and all(map(math.isfinite, out.values()))):
+        return sorted(out.items(), key=lambda kv: kv[1], reverse=True)
+    return sorted(out.items(), key=lambda kv: (-kv[1], order[kv[0]]))
+
+
+def test_spread_to_neighbours_equals_the_reference_with_scores_that_are_not_finite() -> None:
+    """Every key once and every neighbour let in (hybrid search) takes a shorter path: the same pairs, in the
+    same order, bit for bit, also with infinite and NaN scores and with no neighbour added."""
+    import math
+    import random
+
+    rng = random.Random(11)
+    seen_nan = 0
+    for _ in range(2000):
+        keys = rng.sample(range(50), rng.randint(1, 25))
+        if rng.random() < 0.1:
+            keys.append(rng.choice(keys))
+        special = [math.inf, -math.inf, math.nan, 0.0, 1.0] if rng.random() < 0.3 else [0.5, 1.0]
+        scored = [(key, rng.choice([*special, rng.random(), rng.random()])) for key in keys]
+        pool = keys if rng.random() < 0.3 else list(range(70))  # sometimes no key is added
+        near = {
+            key: [(rng.choice(pool), rng.randint(1, 3)) for _ in range(rng.randint(0, 4))]
+            for key in rng.sample(keys, rng.randint(0, len(keys)))
+        }
+        weight, only = rng.choice([0.0, 0.4, 1.7]), rng.random() < 0.3
+        got = spread_to_neighbours(scored, near, weight=weight, only_scored=only)
+        want = _spread_reference(scored, near, weight, only)
+        assert [key for key, _ in got] == [key for key, _ in want]
+        assert [repr(score) for _, score in got] == [repr(score) for _, score in want]
+        seen_nan += any(math.isnan(score) for _, score in got)
+    assert seen_nan > 50
 
 
 def test_spread_to_neighbours() -> None:
