@@ -290,7 +290,9 @@ def bm25_file(
             (span.base, match, span.lo, span.hi),
         ).fetchall()
     keep = check([rid for rid, _ in ranked])
-    hits = [(int(rid), -float(score)) for rid, score in ranked if rid in keep][:limit]
+    # (rid, score): an int and a float as SQLite returns them for ``rowid - ?`` and ``bm25()``, and as file_ranking
+    # gives them (numpy's tolist)
+    hits = [(rid, -score) for rid, score in ranked if rid in keep][:limit]
     if len(hits) >= limit or len(ranked) < inner:
         return hits
     # Too many of the best failed (a selective filter, session or agent):

@@ -23,8 +23,9 @@ answers:
   dictionary (``_timeline.WholeWords``: Python's words, not FTS5's stemmed
   tokens), lent to the user's timelines at its generation.
 
-Rent or buy: indexing costs ~2.5-4 µs per record (the tokenizer, into a contentless table: ~1.5 µs; reading
-FTS5's lists: ~1 µs), a search through FTS5 ~0.5-2 ms at 10k records. A user is indexed once the keyword
+Rent or buy: indexing costs ~5 µs per record (FTS5's tokens ~2.5 µs: the tokenizer into a contentless table
+~1.5, reading FTS5's lists ~1; contextual keys' whole words ~2.3), a search through FTS5 ~0.5-2 ms at 10k
+records. A user is indexed once the keyword
 searches at one generation have spent :data:`BUY` times what indexing it
 would cost (measured), so a store that writes between searches never pays
 for an index it would not use. The index belongs to one generation of the
@@ -42,7 +43,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -87,9 +88,10 @@ GROW_MAX = 2048
 #: The users' indexes one file may keep in RAM (estimated bytes; least recently used dropped first).
 USER_BYTES = 32 << 20
 
-# Indexing cost per record (seconds) until one is measured: 2.3-2.7 µs measured alone at 10k, 3.7 in the search
-# benchmark's process (4.0-4.6 and ~10 before the build read FTS5's lists as they come, session 14).
-_PRICE = 4e-6
+# Indexing cost per record (seconds) until one is measured: at 10k, FTS5's tokens 2.3-2.7 µs and contextual keys'
+# whole words ~2.3 µs, 4.6-4.9 µs measured alone, 6.0 in the search benchmark's process (FTS5's tokens cost
+# 4.0-4.6 µs before the build read FTS5's lists as they come, session 14; this estimate was 10 µs).
+_PRICE = 5e-6
 _FEW = 64  # texts tokenized in the thread's scratch table rather than a new database
 _INSTANCES = "SELECT term, count(*), group_concat(doc) FROM words_instances GROUP BY term"
 _INSERT = "INSERT INTO words(rowid, body) VALUES (?, ?)"
@@ -205,8 +207,7 @@ def _postings(conn: Conn, texts: Sequence[str]) -> tuple[list[str], I32, F64, li
             words.executemany("INSERT INTO words(rowid, body) VALUES (?, ?)", enumerate(texts))
             rows = words.execute(_INSTANCES).fetchall()
         finally:
-            words.execute("DELETE FROM words")
-            words.commit()
+            words.rollback()  # (the texts never stay)
         return _grouped(rows, len(texts))
     words = _index_database(conn)
     try:
@@ -450,18 +451,7 @@ def file_ranking(
     found = [(docs, weights) for docs, weights in found if len(docs)]
     if not found:
         return []
-    at: npt.NDArray[Any]
-    if len(found) == 1:
-        at, score = found[0]
-    else:
-        dense, mark = scratch(n, np.float64)
-        for docs, weights in found:
-            dense[docs] += weights  # phrase after phrase, as bm25() sums them (adding 0.0 where one is absent)
-            mark[docs] = 1
-        at = np.flatnonzero(mark)
-        score = dense[at]
-        dense[at] = 0.0  # this thread's buffers, zero again for the next search
-        mark[at] = 0
+    at, score = _summed(found, len(index.rids))
     bm25 = -1.0 * score
     rids = index.rids[at]
     if len(at) > inner:
@@ -472,6 +462,30 @@ def file_ranking(
         bm25, rids = bm25[keep], rids[keep]
     order = np.lexsort((rids, bm25))[:inner]
     return list(zip(rids[order].tolist(), bm25[order].tolist(), strict=True))
+
+
+def _summed(found: Sequence[tuple[I32, F64]], n: int) -> tuple[npt.NDArray[Any], F64]:
+    """The records (positions ascending) holding any of the phrases ``found`` (each: positions ascending, a term
+    for each) and the sum of their terms, added from 0.0 phrase after phrase as ``bm25()`` sums them."""
+    if len(found) == 1:
+        return found[0]
+    weights = np.concatenate([weights for _, weights in found])
+    if (weights > 0.0).all():
+        # np.bincount adds the weights one by one in their order (the phrases', concatenated) into zeros; every
+        # term is positive (an IDF of at least 1e-6 times a positive factor), so the holders are the nonzero sums.
+        sums = cast("F64", np.bincount(np.concatenate([docs for docs, _ in found]), weights=weights))  # (float64)
+        at = np.flatnonzero(sums)
+        return at, sums[at]
+    # (a term of 0.0 or NaN: never seen) the holders marked, the sums in this thread's dense buffer
+    dense, mark = scratch(n, np.float64)
+    for docs, terms in found:
+        dense[docs] += terms  # phrase after phrase, as bm25() sums them (adding 0.0 where one is absent)
+        mark[docs] = 1
+    at = np.flatnonzero(mark)
+    score = dense[at]
+    dense[at] = 0.0  # this thread's buffers, zero again for the next search
+    mark[at] = 0
+    return at, score
 
 
 def user_lists(index: UserWords, tokens: Sequence[str | None]) -> list[I32] | None:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from memoryport.adapters.sqlite import _keyword_user
-from memoryport.adapters.sqlite._keyword_large import words_database
+from memoryport.adapters.sqlite._keyword_large import _tokenizer, tokens, words_database
 
 WORDS = [
     "tea", "walk", "walking", "walked", "Walks", "garden", "book", "books", "café", "cafe", "naïve", "straße",
@@ -101,3 +101,47 @@ def test_lists_that_disagree_are_refused() -> None:
     got = _keyword_user._listed(_Lists([("a", 2, 2), ("b", 2, 3)], "0,2,2,2,3"), 4)
     assert got is not None
     assert got[1].tolist() == [0, 2, 2, 3] and got[2].tolist() == [1.0, 1.0, 2.0, 1.0] and got[3] == [0, 2, 4]
+
+
+def test_the_scratch_table_keeps_nothing(driver: str) -> None:
+    """The thread's scratch table (query words' tokens, an extension's few texts) is left empty after each use: a
+    word tokenized before never answers for the next one at its position."""
+    conn = importlib.import_module(driver).connect(":memory:")
+    assert tokens(conn, ["Walking", "cafés", "don't", "t42"]) == ["walk", "cafe", None, None]
+    assert tokens(conn, ["tea", "stone"]) == ["tea", "stone"]
+    few = ["tea walk", "walk walk", "Café"]
+    equal(_keyword_user._postings(conn, few), grouped_in_sql(conn, few))
+    assert tokens(conn, ["river"]) == ["river"]
+    scratch = _tokenizer(conn)
+    assert scratch.execute("SELECT count(*) FROM words").fetchone()[0] == 0
+    assert scratch.execute("SELECT count(*) FROM words_instances").fetchone()[0] == 0
+    assert not scratch.in_transaction
+
+
+def reference_sums(found: list[tuple[Any, Any]], n: int) -> tuple[list[int], list[float]]:
+    """Each holder's terms added from 0.0 phrase after phrase, in Python floats (C doubles)."""
+    sums: dict[int, float] = {}
+    for docs, terms in found:
+        for doc, term in zip(docs.tolist(), terms.tolist(), strict=True):
+            sums[doc] = sums.get(doc, 0.0) + term
+    return sorted(sums), [sums[doc] for doc in sorted(sums)]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_phrases_terms_are_summed_in_bm25s_order(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = 3000
+    for phrases in range(1, 7):
+        found = []
+        for _ in range(phrases):
+            docs = np.sort(rng.choice(n, size=int(rng.integers(1, 900)), replace=False)).astype(np.int32)
+            # terms of very different magnitudes: a sum in another order rounds differently
+            terms = rng.random(len(docs)) * 10.0 ** rng.integers(-6, 3, size=len(docs))
+            found.append((docs, terms))
+        if seed % 2:
+            found[0][1][0] = 0.0  # a term of 0.0: the marked path, the same sums
+        at, score = _keyword_user._summed(found, n)
+        want_at, want = reference_sums(found, n)
+        assert at.tolist() == want_at
+        assert score.tolist() == want  # bit for bit
+        assert not _keyword_user.scratch(n, np.float64)[0].any()  # the dense buffer left zero
