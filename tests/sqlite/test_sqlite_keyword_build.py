@@ -54,11 +54,21 @@ def equal(a: Any, b: Any) -> None:
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("n", [65, 300, 2000])
-def test_the_index_read_from_fts5s_lists_equals_the_grouped_one(driver: str, seed: int, n: int) -> None:
+def test_the_index_read_from_fts5s_lists_equals_the_grouped_one(
+    driver: str, seed: int, n: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     conn = importlib.import_module(driver).connect(":memory:")
     values = texts(n, seed)
     assert len(values) > _keyword_user._FEW  # the new database, not the thread's scratch table
-    equal(_keyword_user._postings(conn, values), grouped_in_sql(conn, values))
+    want = grouped_in_sql(conn, values)
+    grouped = _keyword_user._grouped
+
+    def not_here(*args: Any) -> Any:
+        raise AssertionError("the lists disagreed: grouped in SQL")
+
+    monkeypatch.setattr(_keyword_user, "_grouped", not_here)  # FTS5's two lists answer, no fallback
+    equal(_keyword_user._postings(conn, values), want)
+    monkeypatch.setattr(_keyword_user, "_grouped", grouped)
 
 
 def test_no_token_at_all(driver: str) -> None:
