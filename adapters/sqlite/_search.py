@@ -229,7 +229,10 @@ def _hybrid(
     if idf:
         # Every candidate's context counts, the vector side's too: look their neighbours up first.
         near.update(_near(store, conn, [rid for rid, _ in vector if rid not in near], filters, now, times, line=line))
-        keyword = _context(store, keyword, near, times, idf, admit=store.context_key_admit, others=vector, line=line)
+        keyword = _context(
+            store, keyword, near, times, idf, admit=store.context_key_admit, others=vector, line=line,
+            plain=not filter_sql(filters)[0],
+        )  # fmt: skip
         if store.min_similarity > 0:
             # A record no query word matches still needs the floor: only vector candidates that passed it enter.
             passed = {rid for rid, _ in vector}
@@ -296,10 +299,10 @@ def _context(
 
     ``line``: the user's records in RAM, current in this snapshot: which records hold each
     query word is found there once per word (:meth:`Timeline.holders`), not in every search's texts.
-    ``plain``: ``near`` was read without filters or a time range; then, without ``admit``, a timeline
-    of one scope answers from its positions (:func:`~._timeline.context_in`: the same scores).
+    ``plain``: ``near`` was read without filters or a time range; then a timeline of one scope
+    answers from its positions (:func:`~._timeline.context_in`: the same scores).
     """
-    if plain and line is not None and not admit:
+    if plain and line is not None:
         reach = max(store.context_window if store.context_weight else 0, store.context_key_window)
         found = context_in(
             line,
@@ -310,6 +313,8 @@ def _context(
             window=store.context_key_window,
             reach=min(reach, NEIGHBOUR_SCAN),
             seconds=store.session_gap.total_seconds(),
+            admit=admit,
+            others=[rid for rid, _ in others],
         )
         if found is not None:
             return found

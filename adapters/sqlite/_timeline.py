@@ -41,7 +41,9 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
 
 from ._rows import NEVER, Conn, expiry, tenant_token, us
 
@@ -482,8 +484,10 @@ def context_in(
     window: int,
     reach: int,
     seconds: float,
+    admit: bool = False,
+    others: Sequence[int] = (),
 ) -> list[tuple[int, float]] | None:
-    """:func:`memoryport.ranking.context_keys` with ``admit=False``, from ``line``'s positions; None: ask it.
+    """:func:`memoryport.ranking.context_keys` from ``line``'s positions; None: ask it.
 
     For ``near`` as :func:`sides_in` reads it from ``line`` without filters: each
     key's ``reach`` nearest records on each side (checked by count), in a timeline
@@ -491,10 +495,13 @@ def context_in(
     Then a link is two positions at most ``window`` (and ``reach``) apart, one of
     them a key, and every record between them was read too, so they are in one
     session exactly when the timeline's session numbers (``seconds``, as
-    :meth:`sessions_of` steps) are equal. Each keyword candidate takes the query
-    words its linked positions hold and it does not, found from the holders of
-    each word (not from every link), and its score grows by ``weight`` times their
-    IDF summed by ``math.fsum``: the same floats. None (the caller runs
+    :meth:`sessions_of` steps) are equal. Each keyword candidate (with ``admit``,
+    each position linked) takes the query words its linked positions hold and it
+    does not, found from the holders of each word (not from every link), and its
+    score grows by ``weight`` times their IDF summed by ``math.fsum``: the same
+    floats; records that enter with their credit alone are ordered among equal
+    scores as ``context_keys`` orders them (``others``, the other side's candidates,
+    then the walk of the keys' near lists). None (the caller runs
     ``context_keys``) for anything else: another shape of ``near``, a rid not
     here, a candidate twice, candidates not best first or not finite, a word that
     lower-cased is not letters and digits.
@@ -526,10 +533,10 @@ def context_in(
     if links != sum(map(len, near.values())):
         return None  # not the lists sides_in reads (filters, expiry, another window): context_keys reads them
     rids = list(map(_KEY, keyword))
-    scores = list(map(_SCORE, keyword))
+    given = list(map(_SCORE, keyword))
     places = list(map(at.get, rids))
     # Candidates once each, best first, finite (a sum overflows or turns NaN when one is not), each here.
-    if None in places or not math.isfinite(sum(scores)) or not all(map(operator.ge, scores, scores[1:])):
+    if None in places or not math.isfinite(sum(given)) or not all(map(operator.ge, given, given[1:])):
         return None
     targets: dict[int, int] = dict(zip(places, rids, strict=True))  # type: ignore[arg-type]  # (no None: checked)
     if len(targets) != len(keyword):
@@ -551,53 +558,179 @@ def context_in(
             held_of.append((word, held))
     span = min(window, reach)
     offsets = [d for k in range(1, span + 1) for d in (-k, k)]
-    lo, hi = max(min(targets) - span, 0), min(max(targets) + span, last)
-    # One session around every candidate, every candidate a key of near: each position within ``span`` links.
-    simple = runs[lo] == runs[hi] and looked.issuperset(targets)
+    # Who may take credit: the candidates, or (admit) any position linked to a key of near.
+    takers: AbstractSet[int] = looked if admit else targets.keys()
+    lo, hi = max(min(takers) - span, 0), min(max(takers) + span, last)
+    simple = runs[lo] == runs[hi]  # one session around every taker: any two positions within ``span`` may link
+    keyed = not admit and looked.issuperset(targets)
     zone: set[int] | None = None
-    credit: dict[int, set[str]] = {}
-    for word, held in held_of:
+    taken_by: list[AbstractSet[int]] = []
+    for _, held in held_of:
         lenders: AbstractSet[int] = held
         if len(held) > 32:
-            # A common word: its holders within reach of a candidate (the candidates' neighbourhood, made once).
+            # A common word: only its holders within reach of a key of near can lend (a link has a key at one end).
             if zone is None:
-                zone = set().union(*map(range, [p - span for p in targets], [p + span + 1 for p in targets]))
+                zone = set().union(*map(range, [p - span for p in looked], [p + span + 1 for p in looked]))
             lenders = held & zone
-        reached: set[int] = set()
-        for d in offsets:
-            reached.update(map(operator.add, lenders, itertools.repeat(d)))
-        for q in targets.keys() & reached:
-            if q in held:
-                continue  # its own word
-            if not simple:
-                session, lent = runs[q], q in looked
-                if not any(
-                    0 <= h <= last and h in lenders and runs[h] == session and (lent or h in looked)
-                    for h in (q + d for d in offsets)
-                ):
-                    continue  # another session, or neither of the two a key of near
-            words = credit.get(q)
-            if words is None:
+        taken: set[int] = set()
+        if lenders:
+            reached: set[int] = set()
+            for d in offsets:
+                reached.update(map(operator.add, lenders, itertools.repeat(d)))
+            if simple and keyed:
+                taken = targets.keys() & reached  # every candidate a key: it takes from any holder within span
+                taken -= held  # its own word
+            elif simple:
+                # A key takes from any holder within span; a position that is no key, from a key within span only.
+                keys = lenders & looked
+                taken = reached & looked
+                if keys:
+                    for d in offsets:
+                        taken.update(map(operator.add, keys, itertools.repeat(d)))
+                taken -= held  # its own word
+                if not admit:
+                    taken &= targets.keys()
+            else:
+                for q in reached - held if admit else targets.keys() & reached - held:
+                    if not 0 <= q <= last:
+                        continue
+                    session, lent = runs[q], q in looked
+                    if any(
+                        0 <= h <= last and h in lenders and runs[h] == session and (lent or h in looked)
+                        for h in (q + d for d in offsets)
+                    ):
+                        taken.add(q)  # (else another session, or neither of the two a key of near)
+        taken_by.append(taken)
+    if not any(taken_by):
+        return list(keyword)
+    if admit:
+        return _credited(line, keyword, places, given, held_of, taken_by, idf, weight, others, near, looked, reach)
+    # Keyword candidates only: each one's words, their sum once per set of words, the candidates re-sorted.
+    credit: dict[int, set[str]] = {}
+    for (word, _), given_to in zip(held_of, taken_by, strict=True):
+        for q in given_to:
+            words_of = credit.get(q)
+            if words_of is None:
                 credit[q] = {word}
             else:
-                words.add(word)
-    if not credit:
-        return list(keyword)
+                words_of.add(word)
     sums: dict[frozenset[str], float] = {}
     out: list[tuple[int, float]] = []
     for p, rid in targets.items():
-        score = keyword[len(out)][1]
-        words = credit.get(p)
-        if words is not None:
-            key = frozenset(words)
-            total = sums.get(key)
+        score = given[len(out)]
+        found_words = credit.get(p)
+        if found_words is not None:
+            words = frozenset(found_words)
+            total = sums.get(words)
             if total is None:
-                total = sums[key] = math.fsum(map(idf.__getitem__, words))
+                total = sums[words] = math.fsum(map(idf.__getitem__, words))
             score = score + weight * total
             if not math.isfinite(score):
                 return None
         out.append((rid, score))
     return sorted(out, key=_SCORE, reverse=True)
+
+
+def _credited(
+    line: Timeline,
+    keyword: Sequence[tuple[int, float]],
+    places: Sequence[int | None],
+    given: Sequence[float],
+    held_of: Sequence[tuple[str, frozenset[int]]],
+    taken_by: Sequence[AbstractSet[int]],
+    idf: Mapping[str, float],
+    weight: float,
+    others: Sequence[int],
+    near: Mapping[int, Sequence[tuple[int, int]]],
+    looked: AbstractSet[int],
+    reach: int,
+) -> list[tuple[int, float]] | None:
+    """:func:`context_in`'s scores and order with ``admit``, given the positions each query word is credited to
+    (``taken_by``), in numpy: with ``admit`` a few hundred records may take a word."""
+    if len(taken_by) > 62:
+        return None  # a bit per word
+    size = len(line.rids)
+    codes = np.zeros(size, dtype=np.int64)  # position -> the words credited to it, one bit each
+    parts = []
+    for i, taken in enumerate(taken_by):
+        if taken:
+            part = np.fromiter(taken, dtype=np.int64, count=len(taken))
+            part = part[(part >= 0) & (part < size)]
+            codes[part] |= 1 << i
+            parts.append(part)
+    credited = np.unique(np.concatenate(parts))
+    if not len(credited):
+        return list(keyword)
+    # Each set of words summed once, by math.fsum (exactly rounded: the order of the words does not matter).
+    distinct, which = np.unique(codes[credited], return_inverse=True)
+    sums = [math.fsum(idf[word] for i, (word, _) in enumerate(held_of) if code >> i & 1) for code in distinct.tolist()]
+    total = np.asarray(sums, dtype=np.float64)[which]
+    own = np.full(size, -1, dtype=np.int64)  # position -> its index among the keyword candidates
+    at_kw = np.asarray(places, dtype=np.int64)
+    own[at_kw] = np.arange(len(at_kw))
+    scores = np.asarray(given, dtype=np.float64)
+    index = own[credited]
+    mine = index >= 0
+    # The same float operations as context_keys: score (0.0 for a record that enters) + weight * the sum.
+    scores[index[mine]] = scores[index[mine]] + weight * total[mine]
+    rids = np.asarray([rid for rid, _ in keyword], dtype=np.int64)
+    if not mine.all():
+        entering = credited[~mine]
+        entered = weight * total[~mine]
+        rank = _entering_order(line, keyword, entering, others, near, looked, reach)
+        if rank is None:
+            return None
+        order = np.argsort(rank, kind="stable")
+        entered_rids = list(map(line.rids.__getitem__, entering[order].tolist()))
+        rids = np.concatenate((rids, np.asarray(entered_rids, dtype=np.int64)))
+        scores = np.concatenate((scores, 0.0 + entered[order]))
+    if not np.isfinite(scores).all():
+        return None
+    best = np.argsort(-scores, kind="stable")  # best first, ties in order (as sorted(..., reverse=True) keeps them)
+    return list(zip(rids[best].tolist(), scores[best].tolist(), strict=True))
+
+
+def _entering_order(
+    line: Timeline,
+    keyword: Sequence[tuple[int, float]],
+    entering: Any,
+    others: Sequence[int],
+    near: Mapping[int, Sequence[tuple[int, int]]],
+    looked: AbstractSet[int],
+    reach: int,
+) -> Any:
+    """The tie order of the records that enter with their credit alone (positions ``entering``), as context_keys
+    numbers them: the other side's candidates first, in their order, then as first met walking the keyword
+    candidates, the other side's and near's keys, each followed by its near list (before it nearest first, then
+    after it). A rank per entering position (lower first); None when a rid is not here."""
+    size = len(line.rids)
+    at = line.at
+    walk = list(dict.fromkeys([*(rid for rid, _ in keyword), *others, *near]))  # each rid's first visit, in order
+    spots = list(map(at.get, walk))
+    if None in spots:
+        return None
+    stride = 2 * reach + 1
+    big = (len(walk) + 1) * stride
+    first = np.full(size, big, dtype=np.int64)  # position -> the rank of its first visit as a key, times stride
+    first[np.asarray(spots, dtype=np.int64)] = np.arange(len(walk), dtype=np.int64) * stride
+    rank = first[entering]  # a record visited as a key comes before its own list
+    keys = np.zeros(size, dtype=bool)
+    keys[np.fromiter(looked, dtype=np.int64, count=len(looked))] = True
+    for d in range(1, reach + 1):
+        # in the list of the key d after it (its before side: slot d), or d before it (after side: slot reach + d)
+        for key, slot in ((entering + d, d), (entering - d, reach + d)):
+            ok = (key >= 0) & (key < size)
+            key = np.where(ok, key, 0)
+            ok &= keys[key]
+            rank = np.minimum(rank, np.where(ok, first[key] + slot, big))
+    # The other side's candidates that enter come first, in their order.
+    position = np.full(size, -1, dtype=np.int64)
+    position[entering] = np.arange(len(entering))
+    seen = [at.get(rid) for rid in dict.fromkeys(others)]
+    front = [position[p] for p in seen if p is not None and position[p] >= 0]
+    if front:
+        rank[np.asarray(front, dtype=np.int64)] = -big + np.arange(len(front))
+    return rank
 
 
 class Timelines:

@@ -204,13 +204,22 @@ def _timed(texts: Sequence[str], ats: Sequence[int], *, mortal: bool = False, se
 
 
 def _reference(
-    line: Timeline, keyword: Any, near: Any, times: Any, idf: Any, weight: float, window: int, gap: timedelta
+    line: Timeline,
+    keyword: Any,
+    near: Any,
+    times: Any,
+    idf: Any,
+    weight: float,
+    window: int,
+    gap: timedelta,
+    admit: bool = False,
+    others: Sequence[int] = (),
 ) -> list[tuple[int, float]]:
     """``ranking.context_keys`` as the search runs it without a timeline: sessions and texts from ``times``."""
     when = {rid: ((session, agent), at / 1e6) for rid, (at, session, agent, _) in times.items()}
     texts = {rid: found[3] for rid, found in times.items()}
     return ranking.context_keys(
-        keyword, near, texts, idf, weight=weight, window=window, when=when, gap=gap, admit=False
+        keyword, near, texts, idf, weight=weight, window=window, when=when, gap=gap, admit=admit, others=others
     )
 
 
@@ -224,8 +233,11 @@ def test_contextual_keys_from_positions_equal_context_keys(seed: int) -> None:
     gap = timedelta(minutes=rng.choice([1, 30]))
     seconds = gap.total_seconds()
     ats, t = [], 10**12
+    steps = [0, 0, 1, 10**6, int(seconds * 1e6) - 1, int(seconds * 1e6), int(seconds * 1e6) + 1]
+    if seed % 3 == 0:
+        steps = steps[:5]  # one session: every link within the window counts
     for _ in range(n):  # ties, steps just under, at and over the gap
-        t += rng.choice([0, 0, 1, 10**6, int(seconds * 1e6) - 1, int(seconds * 1e6), int(seconds * 1e6) + 1])
+        t += rng.choice(steps)
         ats.append(t)
     line = _timed(texts, ats)
     line.words.whole = WholeWords.of(texts)
@@ -248,13 +260,19 @@ def test_contextual_keys_from_positions_equal_context_keys(seed: int) -> None:
         keyword = list(zip(picked, scores, strict=True))
         idf = {w: rng.choice([0.25, 0.7, 1.3, rng.random() * 2]) for w in rng.sample(WORDS, rng.randint(1, 6))}
         weight = rng.choice([0.4, 1.0, 0.1])
-        got = context_in(line, keyword, near, idf, weight=weight, window=window, reach=reach, seconds=seconds)
-        expected = _reference(line, keyword, near, times, idf, weight, min(window, reach), gap)
+        admit = case % 2 == 1  # hybrid: any record linked may enter, ordered after the other side's candidates
+        others = rng.sample(line.rids, rng.randint(0, 20)) if admit else []
+        others += rng.sample(others, min(len(others), 2)) + rng.sample(picked, min(len(picked), 2))
+        got = context_in(
+            line, keyword, near, idf, weight=weight, window=window, reach=reach, seconds=seconds, admit=admit,
+            others=others,
+        )  # fmt: skip
+        expected = _reference(line, keyword, near, times, idf, weight, min(window, reach), gap, admit, others)
         if window <= reach:
-            assert expected == _reference(line, keyword, near, times, idf, weight, window, gap)
+            assert expected == _reference(line, keyword, near, times, idf, weight, window, gap, admit, others)
         if got is not None:
             answered += 1
-            assert got == expected, (case, keyword, idf)
+            assert got == expected, (case, admit, keyword, idf)
         else:
             assert any(w.isalnum() and not w.lower().isalnum() for w in idf)  # İ: the caller searches the texts
     assert answered > 60
@@ -283,6 +301,11 @@ def test_contextual_keys_from_positions_refuse_what_they_cannot_tell() -> None:
 
     assert ask() == _reference(line, keyword, near, times, idf, 0.4, 2, timedelta(minutes=30))
     assert ask() != keyword  # some credit
+    # A candidate that is no key of near takes only from keys: not from its own neighbours (rids 24 and 26).
+    alone = [*keyword, (line.rids[25], 0.25)]
+    times[line.rids[25]] = (line.ats[25], None, None, line.texts[25])
+    assert ask(keyword=alone) == _reference(line, alone, near, times, idf, 0.4, 2, timedelta(minutes=30))
+    assert dict(ask(keyword=alone))[line.rids[25]] == 0.25
     assert ask(keyword=[*keyword, keyword[0]]) is None  # a candidate twice
     assert ask(keyword=keyword[::-1]) is None  # not best first
     assert ask(keyword=[(keyword[0][0], float("nan")), *keyword[1:]]) is None
