@@ -12,7 +12,7 @@ import itertools
 import json
 import math
 import operator
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, ItemsView, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Union, cast
@@ -136,11 +136,17 @@ def search_hits(
         keyword = keyword_ranking(
             conn, store.keyword_index, query, scope, limit, filters, now, idf, line, store.ann.words
         )
+        rids = [rid for rid, _ in keyword]
+        # Without filters a timeline holding every candidate answers the neighbour lookup (sides_in); then
+        # the Times of the candidates and their neighbours are read from it only when asked (contextual keys
+        # ask only when their positions cannot answer; placed reads its candidates' from the timeline itself).
+        unread = line is not None and not filter_sql(filters)[0] and all(map(line.at.__contains__, rids))
         # Contextual keys read every candidate's neighbours; the lift alone needs links among them only.
-        near = _near(store, conn, [rid for rid, _ in keyword], filters, now, times, among=not idf, line=line)
+        near = _near(store, conn, rids, filters, now, None if unread else times, among=not idf, line=line)
         if idf:
             plain = not filter_sql(filters)[0]
-            keyword = _context(store, keyword, near, times, idf, admit=False, line=line, plain=plain)
+            seen = _Unread(line, near, times) if unread and line is not None else times
+            keyword = _context(store, keyword, near, cast("Times", seen), idf, admit=False, line=line, plain=plain)
         scored = list(ranking.normalise(keyword).items())
         signal = "keyword"
     elif mode == "vector":
@@ -356,6 +362,46 @@ def _context(
     )
 
 
+class _Unread(Mapping[int, tuple[int, Union[str, None], Union[str, None], str]]):
+    """The :data:`Times` a neighbour lookup answered from ``line`` (:func:`~._timeline.sides_in`) would have
+    filled for ``near`` (the candidates, each followed by its neighbours), read into ``times`` at the first
+    access: the same entries in the same order, and nothing read when nobody asks.
+    """
+
+    __slots__ = ("_line", "_near", "_read", "_times")
+
+    def __init__(self, line: Timeline, near: dict[int, list[tuple[int, int]]], times: Times) -> None:
+        self._line, self._near, self._times, self._read = line, near, times, False
+
+    def _filled(self) -> Times:
+        if not self._read:
+            self._read = True
+            line, times = self._line, self._times
+            at, ats, sessions, agents, texts = line.at, line.ats, line.sessions, line.agents, line.texts
+            for rid, found in self._near.items():
+                p = at[rid]
+                times[rid] = (ats[p], sessions[p], agents[p], texts[p])
+                for other, _ in found:
+                    q = at[other]
+                    times[other] = (ats[q], sessions[q], agents[q], texts[q])
+        return self._times
+
+    def __getitem__(self, rid: int) -> tuple[int, Union[str, None], Union[str, None], str]:
+        return self._filled()[rid]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._filled())
+
+    def __len__(self) -> int:
+        return len(self._filled())
+
+    def __contains__(self, rid: object) -> bool:
+        return rid in self._filled()
+
+    def items(self) -> ItemsView[int, tuple[int, Union[str, None], Union[str, None], str]]:
+        return self._filled().items()
+
+
 def _lift_near(store: SQLiteStore, near: dict[int, list[tuple[int, int]]]) -> dict[int, list[tuple[int, int]]]:
     """``near`` cut to the neighbour lift's window (the lookup may have read farther, for contextual keys)."""
     if not _keys_on(store) or store.context_key_window <= store.context_window:
@@ -369,7 +415,7 @@ def _near(
     rids: Sequence[int],
     filters: Cond,
     now: int,
-    times: Times,
+    times: Times | None,
     *,
     among: bool = False,
     line: Timeline | None = None,
@@ -567,12 +613,24 @@ def placed(
     # Which rids nobody read: none, most often (hybrid's lookups read every candidate and neighbour),
     # found out in one C-level pass over ~500 rids instead of a comprehension.
     every = list(map(_FIRST, ranked))
-    unknown = [] if all(map(known.__contains__, every)) else [rid for rid in every if rid not in known]
-    if unknown and line is not None and all(rid in line.at for rid in unknown):
+    unknown = [] if all(map(known.__contains__, every)) else list(itertools.filterfalse(known.__contains__, every))
+    if unknown and line is not None and all(map(line.at.__contains__, unknown)):
+        # (keyword search leaves them all to this: see search_hits) the timeline's columns, in C-level passes
         known = dict(known) if known is times else known
-        for rid in unknown:
-            p = line.at[rid]
-            known[rid] = (line.ats[p], line.sessions[p], line.agents[p], line.texts[p])
+        ps = list(map(line.at.__getitem__, unknown))
+        known.update(
+            zip(
+                unknown,
+                zip(
+                    map(line.ats.__getitem__, ps),
+                    map(line.sessions.__getitem__, ps),
+                    map(line.agents.__getitem__, ps),
+                    map(line.texts.__getitem__, ps),
+                    strict=True,
+                ),
+                strict=True,
+            )
+        )
         unknown = []
     for chunk in chunks(unknown):
         known = dict(known) if known is times else known
