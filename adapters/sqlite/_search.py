@@ -39,7 +39,7 @@ from ._rows import (
     tenant_token,
     us,
 )
-from ._timeline import Timeline, context_in, sides_in
+from ._timeline import Timeline, context_in, near_in, sides_in
 from ._vectors import F32, INLINE_VECTORS, SPLIT_FROM, NotCached, Ranking
 
 if TYPE_CHECKING:
@@ -769,6 +769,10 @@ def neighbours(
         rids = _close(conn, rids, times)
         if not rids:
             return {}
+    if times is None and line is not None and not filter_sql(filters)[0]:
+        joined = near_in(line, rids, window=int(window), scan=NEIGHBOUR_SCAN)
+        if joined is not None:
+            return joined
     found = sides(conn, rids, filters, now, window=window, times=times, line=line)
     return {rid: [*before, *after] for rid, (before, after) in found.items()}
 

@@ -157,3 +157,35 @@ def test_keyword_hits_equal_the_statements_path(
         monkeypatch.setattr(Timelines, "of", real_of)
         monkeypatch.setattr(Timelines, "current", real_current)
     memory.close()
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_neighbours_joined_at_once_equal_the_sides(seed: int) -> None:
+    from memoryport.adapters.sqlite._timeline import near_in
+
+    rng = random.Random(seed)
+    line = _line(rng, rng.choice([3, 40, 300]), sessions=1, agents=1, mortal=False)
+    answered = 0
+    for _ in range(60):
+        rids = rng.choices(line.rids, k=rng.randint(1, min(50, len(line.rids))))  # repeats too
+        if rng.random() < 0.3:
+            rids.append(rng.choice(line.rids[:3] + line.rids[-3:]))  # an end: fewer on one side
+        window, scan = rng.choice([(1, 16), (2, 16), (3, 16), (2, 1), (20, 16)])
+        got = near_in(line, rids, window=window, scan=scan)
+        found = sides_in(line, rids, 0, window=window, scan=scan, after=True, times=None)
+        assert found is not None
+        expected = {rid: [*before, *after] for rid, (before, after) in found.items()}
+        if got is None:
+            ps = [line.at[rid] for rid in rids]
+            reach = min(window, scan)
+            assert min(ps) < reach or max(ps) + reach >= len(line.rids)
+        else:
+            answered += 1
+            assert got == expected and list(got) == list(expected)
+    assert answered > 10 or len(line.rids) < 10
+    assert near_in(line, [*line.rids[5:8], -1], window=2, scan=16) is None  # a rid not held
+    for other in (
+        _line(rng, 40, sessions=3, agents=1, mortal=False),
+        _line(rng, 40, sessions=1, agents=1, mortal=True),
+    ):
+        assert near_in(other, other.rids[5:8], window=2, scan=16) is None
