@@ -39,7 +39,7 @@ from ._rows import (
     tenant_token,
     us,
 )
-from ._timeline import Timeline, context_in, near_in, sides_in
+from ._timeline import Timeline, close_in, context_in, near_in, sides_in
 from ._vectors import F32, INLINE_VECTORS, SPLIT_FROM, NotCached, Ranking
 
 if TYPE_CHECKING:
@@ -766,7 +766,9 @@ def neighbours(
     if not rids or not weight or window < 1:
         return {}
     if among:
-        rids = _close(conn, rids, times)
+        # Without times to fill, a timeline holding every rid answers from its positions.
+        linked = None if times is not None or line is None else close_in(line, rids, scan=NEIGHBOUR_SCAN)
+        rids = _close(conn, rids, times) if linked is None else linked
         if not rids:
             return {}
     if times is None and line is not None and not filter_sql(filters)[0]:

@@ -1019,3 +1019,25 @@ def near_in(line: Timeline, rids: Sequence[int], *, window: int, scan: int) -> d
         zip(map(get, map(operator.add, ps, itertools.repeat(d))), itertools.repeat(d)) for d in range(1, reach + 1)
     ]
     return dict(zip(keys, map(list, zip(*columns, strict=True)), strict=True))
+
+
+def close_in(line: Timeline, rids: Sequence[int], *, scan: int) -> list[int] | None:
+    """:func:`~._search._close` from ``line`` (no statement): the ``rids`` with another of them among the user's
+    ``scan`` nearest records on one side, in the order given; None when ``line`` lacks one of them.
+
+    The same test as the statement's: for consecutive rids in ``(created_at, rid)`` order (positions here),
+    the later one is close when fewer than ``scan`` records follow the earlier one or it was written no later
+    than the ``scan``-th of them (the timeline holds all of the user's records, live or not, as the walk reads).
+    """
+    at = line.at
+    maybe = list(map(at.get, rids))
+    if None in maybe:
+        return None
+    ps = sorted(set(cast("list[int]", maybe)))
+    ats, last, rids_of = line.ats, len(line.rids) - 1, line.rids
+    close: set[int] = set()
+    for p, q in itertools.pairwise(ps):
+        if p + scan > last or ats[q] <= ats[p + scan]:
+            close.add(rids_of[p])
+            close.add(rids_of[q])
+    return [rid for rid in rids if rid in close]

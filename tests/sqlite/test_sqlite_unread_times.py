@@ -189,3 +189,72 @@ def test_neighbours_joined_at_once_equal_the_sides(seed: int) -> None:
         _line(rng, 40, sessions=1, agents=1, mortal=True),
     ):
         assert near_in(other, other.rids[5:8], window=2, scan=16) is None
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_close_rids_from_positions_equal_the_statement(db_path: str, seed: int) -> None:
+    from memoryport.adapters.sqlite._timeline import close_in
+
+    rng = random.Random(seed)
+    memory = SQLiteMemory(db_path)
+    at = START
+    batch = []
+    for i in range(rng.choice([30, 300])):
+        at += timedelta(seconds=rng.choice([0, 0, 1, 60]))  # ties on created_at, across the scan's end too
+        user = rng.choice(["ann", "ann", "ben"])
+        batch.append(
+            MemoryRecord(
+                scope=MemoryScope(user_id=user, session_id=rng.choice([None, "s1"])),
+                text=rng.choice(WORDS),
+                created_at=at,
+                expires_at=at + timedelta(seconds=1) if i % 6 == 0 else None,  # expired: still walked
+            )
+        )
+    memory.add_sync(batch)
+    store = memory.store
+    conn = store.db.conn()
+    store.timelines.of(conn, "ann")
+    line = store.timelines.of(conn, "ann")
+    assert line is not None
+    answered = 0
+    for _ in range(80):
+        rids = rng.choices(line.rids, k=rng.randint(0, min(60, len(line.rids))))  # repeats too
+        if rng.random() < 0.3 and rids:
+            p = line.at[rids[0]]  # a neighbour just inside or outside the scan
+            rids.append(line.rids[min(p + rng.choice([1, 15, 16, 17]), len(line.rids) - 1)])
+        scan = rng.choice([1, 2, 16])
+        got = close_in(line, rids, scan=scan)
+        assert got is not None
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(_search, "NEIGHBOUR_SCAN", scan)
+            expected = _search._close(conn, rids)
+        assert got == expected, (rids, scan)
+        answered += bool(expected)
+    assert answered > 20
+    ben = next(rid for rid in range(1, 10 * len(batch)) if rid not in line.at and rid <= max(line.rids))
+    assert close_in(line, [line.rids[0], ben], scan=16) is None  # another user's rid: the statement's
+    memory.close()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_keyword_hits_without_contextual_keys_equal_the_statements_path(
+    db_path: str, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(seed)
+    memory = SQLiteMemory(db_path, context_key_weight=0.0)
+    memory.add_sync(_records(rng, 300, sessions=[1, 3, 1][seed], agents=1, mortal=seed == 2))
+    scope = MemoryScope(user_id="ann")
+    calls: list[int] = []
+    real_close = _search._close
+    monkeypatch.setattr(_search, "_close", lambda *a: calls.append(1) or real_close(*a))
+    _hits(memory, scope)
+    calls.clear()
+    for q in QUERIES:
+        memory.search_sync(q, scope=scope, k=8)
+    assert not calls  # without filters the positions answered
+    warm = _hits(memory, scope)
+    assert calls  # filtered searches asked the statement
+    monkeypatch.setattr(Timelines, "of", lambda self, conn, user: None)
+    monkeypatch.setattr(Timelines, "current", lambda self, conn, user: None)
+    assert _hits(memory, scope) == warm
+    memory.close()
