@@ -27,7 +27,8 @@ Rent or buy: indexing costs ~5 µs per record (FTS5's tokens ~2.5 µs: the token
 ~1.5, reading FTS5's lists ~1; contextual keys' whole words ~2.3), a search through FTS5 ~0.5-2 ms at 10k
 records. A user is indexed once the keyword
 searches at one generation have spent :data:`BUY` times what indexing it
-would cost (measured), so a store that writes between searches never pays
+would cost (measured): their rankings through FTS5 and their contextual keys' search of the texts (both of which
+the index replaces; ``_search._context``), so a store that writes between searches never pays
 for an index it would not use. The index belongs to one generation of the
 user (any write to it, in any process, moves the generation); the indexes of
 a file live in its :class:`~._keyword_large.WordLists` (shared by the
@@ -401,7 +402,8 @@ class UserIndexes:
             self.file_gen = file_gen
 
     def paid(self, user: str | None, gen: int, seconds: float) -> None:
-        """A search of ``user`` at ``gen`` ran through FTS5 for ``seconds``: rent towards its index."""
+        """A search of ``user`` at ``gen`` spent ``seconds`` of its thread's CPU on what the index would replace (a
+        ranking through FTS5, contextual keys without the whole-word dictionary): rent towards its index."""
         with self.lock:
             spent = self.rent.get(user)
             if spent is None and len(self.rent) >= _RENT_MAX:

@@ -12,6 +12,7 @@ import itertools
 import json
 import math
 import operator
+import time
 from collections.abc import Callable, Hashable, ItemsView, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from datetime import timedelta
@@ -146,7 +147,10 @@ def search_hits(
         if idf:
             plain = not filter_sql(filters)[0]
             seen = _Unread(line, near, times) if unread and line is not None else times
-            keyword = _context(store, keyword, near, cast("Times", seen), idf, admit=False, line=line, plain=plain)
+            keyword = _context(
+                store, keyword, near, cast("Times", seen), idf, admit=False, line=line, plain=plain,
+                user=scope.user_id,
+            )  # fmt: skip
         scored = list(ranking.normalise(keyword).items())
         signal = "keyword"
     elif mode == "vector":
@@ -215,7 +219,9 @@ def _hybrid(
         if qvec is None:
             if idf:
                 plain = not filter_sql(filters)[0]
-                keyword = _context(store, keyword, near, times, idf, admit=False, line=line, plain=plain)
+                keyword = _context(
+                    store, keyword, near, times, idf, admit=False, line=line, plain=plain, user=scope.user_id
+                )
             return list(ranking.normalise(keyword).items()), near, "keyword"
         # Nothing left to run beside it: a large product runs in two parts, here and on a numpy thread.
         vector = _split(store, vector_job(store, conn, qvec, scope, pool, filters, now))
@@ -237,7 +243,7 @@ def _hybrid(
         near.update(_near(store, conn, [rid for rid, _ in vector if rid not in near], filters, now, times, line=line))
         keyword = _context(
             store, keyword, near, times, idf, admit=store.context_key_admit, others=vector, line=line,
-            plain=not filter_sql(filters)[0],
+            plain=not filter_sql(filters)[0], user=scope.user_id,
         )  # fmt: skip
         if store.min_similarity > 0:
             # A record no query word matches still needs the floor: only vector candidates that passed it enter.
@@ -300,6 +306,7 @@ def _context(
     others: Sequence[tuple[int, float]] = (),
     line: Timeline | None = None,
     plain: bool = False,
+    user: str | None = None,
 ) -> list[tuple[int, float]]:
     """``keyword`` with contextual keys (:func:`ranking.context_keys`), from what the neighbour lookup read.
 
@@ -307,7 +314,33 @@ def _context(
     query word is found there once per word (:meth:`Timeline.holders`), not in every search's texts.
     ``plain``: ``near`` was read without filters or a time range; then a timeline of one scope
     answers from its positions (:func:`~._timeline.context_in`: the same scores).
+    ``user``: ``line``'s user. Until its word index is bought, the index's whole-word dictionary is
+    missing and this step searches the texts: its thread CPU time is rent towards the index
+    (:meth:`~._keyword_user.UserIndexes.paid`), as a ranking through FTS5 is.
     """
+    whole = None if line is None else line.words.whole
+    users = None if line is None or store.keyword_index != "fts5" else store.ann.words.users
+    if users is None or line is None or (whole is not None and whole.size == len(line.rids)):
+        return _contextual(store, keyword, near, times, idf, admit=admit, others=others, line=line, plain=plain)
+    start = time.thread_time()
+    found = _contextual(store, keyword, near, times, idf, admit=admit, others=others, line=line, plain=plain)
+    users.paid(user, line.gen, time.thread_time() - start)
+    return found
+
+
+def _contextual(
+    store: SQLiteStore,
+    keyword: list[tuple[int, float]],
+    near: dict[int, list[tuple[int, int]]],
+    times: Times,
+    idf: dict[str, float],
+    *,
+    admit: bool,
+    others: Sequence[tuple[int, float]],
+    line: Timeline | None,
+    plain: bool,
+) -> list[tuple[int, float]]:
+    """:func:`_context`'s work."""
     if plain and line is not None:
         reach = max(store.context_window if store.context_weight else 0, store.context_key_window)
         found = context_in(

@@ -10,6 +10,7 @@ order) and a user among others (the per-user BM25).
 from __future__ import annotations
 
 import random
+import sys
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -482,3 +483,42 @@ def test_an_index_grows_only_with_its_own_timeline(db_path: str, driver: str, bu
     same_as_built(memory, ANN)
     memory.close()
     other.close()
+
+
+def test_contextual_keys_pay_rent_until_the_index_is_bought(
+    db_path: str, driver: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before the user's index (and the whole-word dictionary it brings) is bought, contextual keys search the
+    texts: their thread CPU time is rent towards the index, the user's, like a ranking through FTS5; once it is
+    bought, neither pays (a clock advancing one second per read makes each step's rent exactly 1.0)."""
+    memory = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
+    memory.add_sync([MemoryRecord(scope=ANN, text=t) for t in corpus(200, 21)])
+    store = memory.store
+    assert _search._keys_on(store)
+    users = store.ann.words.users
+    ticks = iter(range(1_000_000))
+    monkeypatch.setattr(_keyword.time, "thread_time", lambda: float(next(ticks)))
+    payers: list[tuple[str, str | None, float]] = []
+    pay = users.paid
+
+    def paid(user: str | None, gen: int, seconds: float) -> None:
+        payers.append((sys._getframe(1).f_code.co_name, user, seconds))
+        pay(user, gen, seconds)
+
+    monkeypatch.setattr(users, "paid", paid)
+    monkeypatch.setattr(_keyword_user, "BUY", 1e9)  # never bought
+    for query in queries(23, 6):
+        memory.search_sync(query, scope=ANN, k=3)
+    ranked = [p for p in payers if p[0] == "keyword_ranking"]
+    context = [p for p in payers if p[0] == "_context"]
+    assert ranked and len(context) == len(ranked) and len(payers) == 2 * len(ranked)
+    assert all(user == "ann" and seconds == 1.0 for _, user, seconds in payers)
+    assert users.rent["ann"][1] == float(len(payers))
+    monkeypatch.setattr(_keyword_user, "BUY", 0.0)
+    memory.search_sync("tea walk", scope=ANN, k=3)  # bought here
+    assert "ann" in users.users
+    payers.clear()
+    for query in queries(29, 6):
+        memory.search_sync(query, scope=ANN, k=3)
+    assert payers == []
+    memory.close()
