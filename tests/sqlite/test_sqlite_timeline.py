@@ -248,16 +248,28 @@ def test_searches_equal_the_sql_path_through_writes(
     memory.add_sync(_records(4, 200))
     ann = MemoryScope(user_id="ann")
     queries = ["tea river", "green storm lamp piano"]
-    real = Timelines.of
+    real, real_current = Timelines.of, Timelines.current
     since = utcnow() - timedelta(minutes=30)  # fixed: a moving bound would change the hits between runs
+    answered = [0]
+
+    def current(self: Timelines, conn: Any, user: str | None) -> Any:
+        line = real_current(self, conn, user)
+        answered[0] += line is not None
+        return line
 
     def both() -> list[list[tuple[str, float, str]]]:
         monkeypatch.setattr(Timelines, "of", real)
+        monkeypatch.setattr(Timelines, "current", current)
         _searches(memory, queries, since)  # warms every timeline
+        answered[0] = 0
         warm = _searches(memory, queries, since)
+        assert answered[0] > 0  # the warm run did search on the caller's thread from kept timelines
+        # The SQL path: no timeline, neither built by a worker (of) nor kept for the caller's thread (current).
         monkeypatch.setattr(Timelines, "of", lambda self, conn, user: None)
+        monkeypatch.setattr(Timelines, "current", lambda self, conn, user: None)
         assert _searches(memory, queries, since) == warm
         monkeypatch.setattr(Timelines, "of", real)
+        monkeypatch.setattr(Timelines, "current", current)
         return warm
 
     both()
