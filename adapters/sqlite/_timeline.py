@@ -453,8 +453,14 @@ def _kept(index: _Words, whole: WholeWords, lower: str, cap: int) -> frozenset[i
         postings = whole.holding(lower)
         if not postings:
             return frozenset()
-        while kept and index.size + len(postings) > cap:
-            index.size -= len(kept.pop(next(iter(kept))))
+        # Searches of one user on two threads share ``index`` (no lock): the other may forget words meanwhile.
+        while index.size + len(postings) > cap:
+            oldest = next(iter(kept), None)
+            if oldest is None:
+                break
+            dropped = kept.pop(oldest, None)
+            if dropped is not None:
+                index.size -= len(dropped)
         held = frozenset(postings)
         index.size += len(held)
     kept[lower] = held  # (again) the most recently asked

@@ -347,3 +347,42 @@ def test_session_numbers_go_on_when_a_timeline_takes_its_stores_adds() -> None:
     assert grown.words.runs[1800.0] == [0, 0, 1, 1, 1, 2, 3, 3]
     empty = _timed([], [])
     assert empty.appended(records, [900, 901, 902], 2) is not None
+
+
+def test_holders_when_another_search_forgets_the_same_words_meanwhile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two searches of one user on two threads share the timeline's kept words (no lock): one forgetting the
+    oldest words while the other is between its room check and its own forgetting must not fail either search.
+
+    Deterministic stand-in for that interleaving: a ``held`` whose iteration first lets the "other search" empty
+    it (between ``while kept`` and ``next(iter(kept))``) or take the very word about to be popped.
+    """
+    from memoryport.adapters.sqlite import _timeline
+
+    monkeypatch.setattr(_timeline, "_HOLDERS_PER_RECORD", 0)
+    monkeypatch.setattr(_timeline, "_HOLDERS_BASE", 40)
+    rng = random.Random(7)
+    texts = _texts(rng, 200, PIECES)
+    by_rid: dict[int, str] = {}
+
+    class Raced(dict[str, frozenset[int]]):
+        steal = "all"
+
+        def __iter__(self) -> Iterator[str]:
+            if self.steal == "all":
+                self.clear()  # the other search forgot every word just now
+            keys = list(super().__iter__())
+            if self.steal == "one" and keys:
+                super().pop(keys[0])  # the other search forgot the oldest word just now
+            return iter(keys)
+
+    for steal in ("one", "all"):
+        line = _line(texts)
+        line.words.whole = WholeWords.of(texts)
+        by_rid = dict(zip(line.rids, line.texts, strict=True))
+        held = line.words.held = Raced()
+        held.steal = steal
+        words = [w for w in WORDS if w.lower().isalnum()]
+        for _ in range(60):
+            rids = rng.sample(line.rids, rng.randint(1, 120))
+            asked = rng.sample(words, rng.randint(1, 5))
+            assert line.holders(rids, asked) == ranking._holders(rids, by_rid, asked)
