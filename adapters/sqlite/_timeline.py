@@ -376,13 +376,9 @@ class Timeline:
                     index.asked[lower] = searched
         if not found and not kept:
             return None  # nothing kept to answer from: the caller's own search of the texts is the same work
-        at = self.at
-        positions: dict[int, int] = {}
-        for rid in rids:
-            p = at.get(rid)
-            if p is None:
-                return None
-            positions[p] = rid
+        positions = self._positions(rids)
+        if positions is None:
+            return None
         if missing:
             if kept:
                 blob, starts = index.blob, index.starts
@@ -411,10 +407,8 @@ class Timeline:
                         words_of.add(word)
         return out
 
-    def _held_whole(
-        self, whole: WholeWords, rids: Sequence[int], words: Sequence[str], cap: int
-    ) -> dict[int, set[str]] | None:
-        """:meth:`holders` from ``whole``: each word's positions as a set (kept; forgotten when full), intersected."""
+    def _positions(self, rids: Sequence[int]) -> dict[int, int] | None:
+        """position -> rid of each of ``rids``, in their order; None when one is not here."""
         at = self.at
         positions: dict[int, int] = {}
         for rid in rids:
@@ -422,6 +416,15 @@ class Timeline:
             if p is None:
                 return None
             positions[p] = rid
+        return positions
+
+    def _held_whole(
+        self, whole: WholeWords, rids: Sequence[int], words: Sequence[str], cap: int
+    ) -> dict[int, set[str]] | None:
+        """:meth:`holders` from ``whole``: each word's positions as a set (kept; forgotten when full), intersected."""
+        positions = self._positions(rids)
+        if positions is None:
+            return None
         index = self.words
         inside = positions.keys()
         out: dict[int, set[str]] = {}
