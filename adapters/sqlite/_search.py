@@ -138,14 +138,14 @@ def search_hits(
             conn, store.keyword_index, query, scope, limit, filters, now, idf, line, store.ann.words
         )
         rids = [rid for rid, _ in keyword]
+        plain = not filter_sql(filters)[0]
         # Without filters a timeline holding every candidate answers the neighbour lookup (sides_in); then
         # the Times of the candidates and their neighbours are read from it only when asked (contextual keys
         # ask only when their positions cannot answer; placed reads its candidates' from the timeline itself).
-        unread = line is not None and not filter_sql(filters)[0] and all(map(line.at.__contains__, rids))
+        unread = line is not None and plain and all(map(line.at.__contains__, rids))
         # Contextual keys read every candidate's neighbours; the lift alone needs links among them only.
         near = _near(store, conn, rids, filters, now, None if unread else times, among=not idf, line=line)
         if idf:
-            plain = not filter_sql(filters)[0]
             seen = _Unread(line, near, times) if unread and line is not None else times
             keyword = _context(
                 store, keyword, near, cast("Times", seen), idf, admit=False, line=line, plain=plain,
@@ -320,11 +320,11 @@ def _context(
     """
     whole = None if line is None else line.words.whole
     users = None if line is None or store.keyword_index != "fts5" else store.ann.words.users
-    if users is None or line is None or (whole is not None and whole.size == len(line.rids)):
-        return _contextual(store, keyword, near, times, idf, admit=admit, others=others, line=line, plain=plain)
-    start = time.thread_time()
+    rent = users is not None and line is not None and (whole is None or whole.size != len(line.rids))
+    start = time.thread_time() if rent else 0.0
     found = _contextual(store, keyword, near, times, idf, admit=admit, others=others, line=line, plain=plain)
-    users.paid(user, line.gen, time.thread_time() - start)
+    if rent and users is not None and line is not None:
+        users.paid(user, line.gen, time.thread_time() - start)
     return found
 
 

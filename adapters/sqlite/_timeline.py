@@ -425,18 +425,12 @@ class Timeline:
         positions = self._positions(rids)
         if positions is None:
             return None
-        index = self.words
+        held_of = _words_held(self.words, whole, words, cap)
+        if held_of is None:
+            return None
         inside = positions.keys()
         out: dict[int, set[str]] = {}
-        for word in words:
-            if not word.isalnum():
-                continue  # _holders skips it too
-            lower = word.lower()
-            if not lower.isalnum():
-                return None
-            held = _kept(index, whole, lower, cap)
-            if not held:
-                continue
+        for word, held in held_of:
             for p in inside & held:
                 key = positions[p]
                 words_of = out.get(key)
@@ -445,6 +439,25 @@ class Timeline:
                 else:
                     words_of.add(word)
         return out
+
+
+def _words_held(
+    index: _Words, whole: WholeWords, words: Sequence[str], cap: int
+) -> list[tuple[str, frozenset[int]]] | None:
+    """(word, the positions holding it) for each of ``words`` held anywhere (:func:`_kept`), in their order;
+    a word with a separator in it is skipped (``ranking._holders`` skips it too); None when one lower-cased
+    is not all letters and digits (the caller searches the texts)."""
+    out: list[tuple[str, frozenset[int]]] = []
+    for word in words:
+        if not word.isalnum():
+            continue
+        lower = word.lower()
+        if not lower.isalnum():
+            return None
+        held = _kept(index, whole, lower, cap)
+        if held:
+            out.append((word, held))
+    return out
 
 
 def _kept(index: _Words, whole: WholeWords, lower: str, cap: int) -> frozenset[int]:
@@ -554,17 +567,9 @@ def context_in(
     runs = index.runs.get(seconds)
     if runs is None:
         runs = index.runs[seconds] = _runs(line.ats, seconds)
-    cap = _HOLDERS_PER_RECORD * len(line.rids) + _HOLDERS_BASE
-    held_of: list[tuple[str, frozenset[int]]] = []
-    for word in idf:
-        if not word.isalnum():
-            continue  # context_keys skips it too
-        lower = word.lower()
-        if not lower.isalnum():
-            return None
-        held = _kept(index, whole, lower, cap)
-        if held:
-            held_of.append((word, held))
+    held_of = _words_held(index, whole, list(idf), _HOLDERS_PER_RECORD * len(line.rids) + _HOLDERS_BASE)
+    if held_of is None:
+        return None
     span = min(window, reach)
     offsets = [d for k in range(1, span + 1) for d in (-k, k)]
     # Who may take credit: the candidates, or (admit) any position linked to a key of near.
