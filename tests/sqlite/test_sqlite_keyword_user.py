@@ -9,6 +9,7 @@ order) and a user among others (the per-user BM25).
 
 from __future__ import annotations
 
+import importlib
 import random
 import sys
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ import pytest
 
 from memoryport import MemoryRecord, MemoryScope, MemoryUpdate, SQLiteMemory
 from memoryport._records import utcnow
-from memoryport.adapters.sqlite import _keyword, _keyword_user, _search
+from memoryport.adapters.sqlite import _keyword, _keyword_large, _keyword_user, _search
 from memoryport.adapters.sqlite._rows import us
 from memoryport.adapters.sqlite._where import Where
 
@@ -521,4 +522,36 @@ def test_contextual_keys_pay_rent_until_the_index_is_bought(
     for query in queries(29, 6):
         memory.search_sync(query, scope=ANN, k=3)
     assert payers == []
+    memory.close()
+
+
+def test_building_an_index_keeps_its_words_tokens(
+    db_path: str, driver: str, buy_now: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Building a user's index keeps the FTS5 token of each of its whole words (``UserIndexes.warm``): the user's
+    next searches tokenize none of their words (none is new), with the same hits and tokens as tokenizing each."""
+    memory = SQLiteMemory(db_path, search_mode="keyword", driver=driver)
+    memory.add_sync([MemoryRecord(scope=ANN, text=t) for t in corpus(300, 21)])
+    users = memory.store.ann.words.users
+    before = [[(h.record.id, h.score) for h in memory.search_sync(q, scope=ANN, k=10)] for q in queries(22)]
+    users.clear()
+    memory.search_sync("tea", scope=ANN, k=3)  # (BUY 0: rent paid at the first search, indexed at the second)
+    memory.search_sync("tea", scope=ANN, k=3)
+    assert "ann" in users.users
+    kept = dict(users.tokens)
+    words = {w.lower() for t in corpus(300, 21) for w in t.split()}
+    assert words <= kept.keys()
+    each = importlib.import_module(driver).connect(":memory:")
+    assert [kept[w] for w in sorted(words)] == [_keyword_large.tokens(each, [w])[0] for w in sorted(words)]
+    asked: list[list[str]] = []
+    real = _keyword_user.tokens
+
+    def spy(conn: Any, terms: Any) -> Any:
+        asked.append(list(terms))
+        return real(conn, terms)
+
+    monkeypatch.setattr(_keyword_user, "tokens", spy)
+    after = [[(h.record.id, h.score) for h in memory.search_sync(q, scope=ANN, k=10)] for q in queries(22)]
+    assert after == before
+    assert all(set(terms) <= {"zebra", "walks"} for terms in asked), asked  # only words no record holds
     memory.close()
