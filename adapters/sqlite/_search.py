@@ -61,6 +61,7 @@ __all__ = [
 ]
 
 _FIRST = operator.itemgetter(0)  # the rid of a (rid, score) pair
+_WIDE = 8  # placed: a ranking longer than this many times k is read lazily (see placed)
 _TEXT = operator.itemgetter(3)  # the text of a Times entry
 
 # How many of a user's records on each side of a candidate the neighbour lookup reads.
@@ -435,6 +436,76 @@ class _Unread(Mapping[int, tuple[int, Union[str, None], Union[str, None], str]])
         return self._filled().items()
 
 
+_Entry = tuple[int, Union[str, None], Union[str, None], str]  # a Times entry
+
+
+class _Known(Mapping[int, _Entry]):
+    """``times``, then ``line``'s columns for a rid ``times`` lacks: what :func:`placed` reads of a candidate,
+    each entry made when asked (the same values: ``line`` is current in the same snapshot). A hybrid search
+    places ~500 candidates (the fused ones and their neighbours) and its steps read ~50 of them.
+    """
+
+    __slots__ = ("_at", "_line", "_times", "read")
+
+    def __init__(self, times: Mapping[int, _Entry], line: Timeline) -> None:
+        self._times, self._line, self._at = times, line, line.at
+        self.read: dict[int, _Entry] = {}  # rows read from the file (neither in ``times`` nor in ``line``)
+
+    def __getitem__(self, rid: int) -> _Entry:
+        found = self._times.get(rid)
+        if found is not None:
+            return found
+        p = self._at.get(rid)
+        if p is None:
+            return self.read[rid]  # (KeyError: none holds it)
+        line = self._line
+        return (line.ats[p], line.sessions[p], line.agents[p], line.texts[p])
+
+    def get(self, rid: int, default: Any = None) -> Any:  # (hot: one lookup, no exception for a miss)
+        found = self._times.get(rid)
+        if found is not None:
+            return found
+        p = self._at.get(rid)
+        if p is None:
+            return self.read.get(rid, default)
+        line = self._line
+        return (line.ats[p], line.sessions[p], line.agents[p], line.texts[p])
+
+    def __contains__(self, rid: object) -> bool:
+        return rid in self._times or rid in self._at or rid in self.read
+
+    def __iter__(self) -> Iterator[int]:  # (nobody iterates it in a search: the whole timeline)
+        yield from self._times
+        yield from (rid for rid in self._at if rid not in self._times)
+        yield from (rid for rid in self.read if rid not in self._times and rid not in self._at)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+class _When(Mapping[int, tuple[Hashable, float]]):
+    """rid -> ``((session, agent), seconds)`` of ``ranked``'s candidates that ``known`` holds, for
+    :func:`ranking.session_boost`: made when asked (with ``k`` it asks for the head's and a few more)."""
+
+    __slots__ = ("_known", "_ranked")
+
+    def __init__(self, known: Mapping[int, _Entry], ranked: Sequence[tuple[int, float]]) -> None:
+        self._known, self._ranked = known, ranked
+
+    def __getitem__(self, rid: int) -> tuple[Hashable, float]:
+        at, session, agent, _ = self._known[rid]
+        return ((session, agent), at / 1e6)
+
+    def __contains__(self, rid: object) -> bool:
+        return rid in self._known
+
+    def __iter__(self) -> Iterator[int]:
+        return (rid for rid, _ in self._ranked if rid in self._known)
+
+    def __len__(self) -> int:
+        return sum(1 for rid, _ in self._ranked if rid in self._known)
+
+
 def _lift_near(store: SQLiteStore, near: dict[int, list[tuple[int, int]]]) -> dict[int, list[tuple[int, int]]]:
     """``near`` cut to the neighbour lift's window (the lookup may have read farther, for contextual keys)."""
     if not _keys_on(store) or store.context_key_window <= store.context_window:
@@ -629,6 +700,13 @@ def placed(
     the head that bounds on it allow unless a candidate left out could chain two of the head's sessions
     (:func:`ranking.session_boost` with ``k``). The ``k`` best come out the same as with every
     candidate (``tests/sqlite/test_sqlite_hybrid_steps.py`` compares).
+
+    A ranking longer than :data:`_WIDE` times ``k`` (hybrid search: the fused candidates and their
+    neighbours, ~500 for ~50 the steps read) is read lazily: each candidate's entry, session and time
+    only when a step asks, and the bound for the session step from the shape of the timeline's texts
+    (:meth:`~._timeline.Timeline.shape`) instead of every candidate's text; the bound for the later
+    steps then comes from the head the session step left. Touching ~500 candidates' rows costs more
+    than the steps themselves once other work has emptied the CPU's caches.
     """
     span = ranking.query_dates(query) if store.date_weight else None
     if (
@@ -642,16 +720,23 @@ def placed(
     # Times stay stored microseconds here (seconds for the session step): a datetime per candidate costs more.
     # Texts: whole for a question asking when, else only the start that holds a speaker prefix.
     timed = bool(store.time_weight) and ranking.asks_when(query)
-    known: Times = {} if times is None else times
+    known: Mapping[int, _Entry] = {} if times is None else times
+    # A long ranking (hybrid's fused candidates and their neighbours, ~500) of which only the head that can reach
+    # the k best is read by the steps (~50): then what is known of each candidate is read only when asked.
+    wide = k is not None and len(ranked) > _WIDE * k
     # Which rids nobody read: none, most often (hybrid's lookups read every candidate and neighbour),
     # found out in one C-level pass over ~500 rids instead of a comprehension.
     every = list(map(_FIRST, ranked))
     unknown = [] if all(map(known.__contains__, every)) else list(itertools.filterfalse(known.__contains__, every))
-    if unknown and line is not None and all(map(line.at.__contains__, unknown)):
+    if unknown and line is not None and wide:
+        # the rest from the timeline's columns, each entry made when asked
+        known = _Known(known, line)
+        unknown = list(itertools.filterfalse(line.at.__contains__, unknown))
+    elif unknown and line is not None and all(map(line.at.__contains__, unknown)):
         # (keyword search leaves them all to this: see search_hits) the timeline's columns, in C-level passes
         known = dict(known) if known is times else known
         ps = list(map(line.at.__getitem__, unknown))
-        known.update(
+        cast("dict[int, _Entry]", known).update(
             zip(
                 unknown,
                 zip(
@@ -666,13 +751,15 @@ def placed(
         )
         unknown = []
     for chunk in chunks(unknown):
-        known = dict(known) if known is times else known
+        rows: dict[int, _Entry] = known.read if isinstance(known, _Known) else {}
+        if not isinstance(known, _Known):
+            known = rows = dict(known) if known is times else cast("dict[int, _Entry]", known)
         found = conn.execute(
             f"SELECT rid, created_at, session_id, agent_id, text FROM records "
             f"WHERE rid IN ({','.join('?' * len(chunk))})",
             chunk,
         ).fetchall()
-        known.update((rid, (at, session, agent, text)) for rid, at, session, agent, text in found)
+        rows.update((rid, (at, session, agent, text)) for rid, at, session, agent, text in found)
     # The steps that add at most a known amount to a candidate (its weight), one after the other.
     # They run on the same candidates (the head within reach), so the texts are looked up once.
     texts: dict[int, str] = {}
@@ -705,27 +792,49 @@ def placed(
             return ranking.length_boost(scored, sizes, weight=store.length_weight, pivot=store.length_pivot)
 
         steps.append((store.length_weight, lengths))
-    # What is known of each candidate, in ``ranked``'s order (one C-level pass; None: not read).
     cut = k is not None and len(ranked) > k
-    rids = every if store.session_weight or (cut and steps) else []
-    got = list(map(known.get, rids))
-    if all(got):  # (a row read is a non-empty tuple)
-        found_of = cast("list[tuple[int, Union[str, None], Union[str, None], str]]", got)
-    else:  # rows nobody read (records gone): left out, as the steps leave them
-        rids = [rid for rid, found_at in zip(rids, got, strict=True) if found_at is not None]
-        found_of = [found_at for found_at in got if found_at is not None]
-    # The most the steps after the session step can add to any candidate, and to each (see _lifts).
-    lift, least = _lifts(store, found_of, known, span is not None, timed) if cut and steps else (0.0, None)
-    if store.session_weight:
-        when: dict[int, tuple[Hashable, float]] = {
-            rid: ((found_at[1], found_at[2]), found_at[0] / 1e6) for rid, found_at in zip(rids, found_of, strict=True)
-        }
-        # Only the head that can reach the k best (ranking.session_boost with k), when that is exact.
-        ranked = ranking.session_boost(
-            ranked, when, weight=store.session_weight, gap=store.session_gap, k=k if cut else None, lift=lift
-        )
-    if cut and least is not None and len(ranked) > (k or 0):
-        ranked = ranking.within_reach(ranked, k or 0, lift, least=least)
+    if not wide:
+        # What is known of each candidate, in ``ranked``'s order (one C-level pass; None: not read).
+        rids = every if store.session_weight or (cut and steps) else []
+        got = list(map(known.get, rids))
+        if all(got):  # (a row read is a non-empty tuple)
+            found_of = cast("list[_Entry]", got)
+        else:  # rows nobody read (records gone): left out, as the steps leave them
+            rids = [rid for rid, found_at in zip(rids, got, strict=True) if found_at is not None]
+            found_of = [found_at for found_at in got if found_at is not None]
+        # The most the steps after the session step can add to any candidate, and to each (see _lifts).
+        lift, least = _lifts(store, found_of, known, span is not None, timed) if cut and steps else (0.0, None)
+        if store.session_weight:
+            when: Mapping[int, tuple[Hashable, float]] = {
+                rid: ((found_at[1], found_at[2]), found_at[0] / 1e6)
+                for rid, found_at in zip(rids, found_of, strict=True)
+            }
+            # Only the head that can reach the k best (ranking.session_boost with k), when that is exact.
+            ranked = ranking.session_boost(
+                ranked, when, weight=store.session_weight, gap=store.session_gap, k=k if cut else None, lift=lift
+            )
+        if cut and least is not None and len(ranked) > (k or 0):
+            ranked = ranking.within_reach(ranked, k or 0, lift, least=least)
+    else:
+        if store.session_weight:
+            # The head that can reach the k best, given the most the steps after it add to any candidate
+            # (_lifts): from the shape of the timeline's texts when it holds every candidate (no candidate
+            # read for it). Each candidate's session and time are made only when asked: most never are.
+            if not steps:
+                bound = 0.0
+            elif line is not None and all(map(line.at.__contains__, every)):
+                bound = _lifts(store, [], known, span is not None, timed, line.shape(ranking.SPEAKER_PREFIX))[0]
+            else:
+                read = [found_at for found_at in map(known.get, every) if found_at is not None]
+                bound = _lifts(store, read, known, span is not None, timed)[0]
+            ranked = ranking.session_boost(
+                ranked, _When(known, ranked), weight=store.session_weight, gap=store.session_gap, k=k, lift=bound
+            )
+        if steps and len(ranked) > (k or 0):
+            # The most the steps can add to any candidate left, and to each (rows gone are left out, as above).
+            head = [found_at for found_at in map(known.get, map(_FIRST, ranked)) if found_at is not None]
+            lift, least = _lifts(store, head, known, span is not None, timed)
+            ranked = ranking.within_reach(ranked, k or 0, lift, least=least)
     if steps:
         for rid, _ in ranked:
             found = known.get(rid)
@@ -739,9 +848,10 @@ def placed(
 def _lifts(
     store: SQLiteStore,
     found: list[tuple[int, Union[str, None], Union[str, None], str]],
-    known: Times,
+    known: Mapping[int, _Entry],
     dated: bool,
     timed: bool,
+    shape: tuple[int, bool] | None = None,
 ) -> tuple[float, Callable[[int], float]]:
     """The most the date, speaker, time and length steps of :func:`placed` can add to any of the ranked
     candidates (``found``: what is known of each of them, see :data:`Times`), and rid -> the least they
@@ -749,24 +859,30 @@ def _lifts(
 
     The most: the longest text's length lift, the speaker step's weight only when a text has a colon
     where a speaker prefix would end (:func:`ranking.speaker_boost` lifts no other), the date and time
-    steps' weights when they run.
+    steps' weights when they run. ``shape``: the longest text's length and whether a text has such a colon,
+    of a set of texts holding every candidate's (:meth:`~._timeline.Timeline.shape`): then ``found`` is not read.
     """
     fixed = (store.date_weight if dated else 0.0) + (store.time_weight if timed else 0.0)
     speaker, length, pivot = store.speaker_weight, store.length_weight, store.length_pivot
     prefix = ranking.SPEAKER_PREFIX
-    said = list(map(_TEXT, found))
     most = fixed
-    if length and said:
-        most += length * min(1.0, max(map(len, said)) / pivot)
-    # A colon among any text's first ``prefix`` characters: none when no text holds one at all
-    # (one search of the joined texts), else one C-level pass, no generator.
-    if (
-        speaker
-        and said
-        and ":" in "\n".join(said)
-        and max(map(str.find, said, itertools.repeat(":"), itertools.repeat(0), itertools.repeat(prefix))) >= 0
-    ):
-        most += speaker
+    if shape is not None:
+        longest, colon = shape
+        most += length * min(1.0, longest / pivot) if length and longest else 0.0
+        most += speaker if speaker and colon else 0.0
+    else:
+        said = list(map(_TEXT, found))
+        if length and said:
+            most += length * min(1.0, max(map(len, said)) / pivot)
+        # A colon among any text's first ``prefix`` characters: none when no text holds one at all
+        # (one search of the joined texts), else one C-level pass, no generator.
+        if (
+            speaker
+            and said
+            and ":" in "\n".join(said)
+            and max(map(str.find, said, itertools.repeat(":"), itertools.repeat(0), itertools.repeat(prefix))) >= 0
+        ):
+            most += speaker
 
     def least(rid: int) -> float:
         found = known.get(rid)

@@ -239,6 +239,17 @@ class Timeline:
     # one object shared by a timeline read from the file and every timeline appended to it (this store's own adds,
     # see Timelines.of): of two timelines with one root, the longer holds the other's records first, unchanged
     root: object = field(default_factory=object, compare=False)
+    # prefix -> (the longest text's length, whether a text has a colon within its first ``prefix`` characters)
+    shapes: dict[int, tuple[int, bool]] = field(default_factory=dict, compare=False)
+
+    def shape(self, prefix: int) -> tuple[int, bool]:
+        """The longest text's length, and whether any text has a colon within its first ``prefix`` characters
+        (where a speaker prefix ends): what bounds the lifts of ``_search.placed``'s steps for every record
+        here, found once per timeline (a few C-level passes over its texts)."""
+        found = self.shapes.get(prefix)
+        if found is None:
+            found = self.shapes[prefix] = _shape(self.texts, prefix)
+        return found
 
     def appended(self, records: Sequence[MemoryRecord], rids: Sequence[int], gen: int) -> Timeline | None:
         """This timeline with ``records`` (stored as ``rids``) after its last record, at ``gen``; None when
@@ -282,6 +293,11 @@ class Timeline:
             sizes=dict(self.sizes),  # the words per record of the texts kept (unchanged)
             words=words,
             root=self.root,
+            shapes={
+                prefix: (max(longest, new[0]), colon or new[1])
+                for prefix, (longest, colon) in self.shapes.items()
+                for new in [_shape(texts, prefix)]
+            },
         )
 
     def sessions_of(self, rids: Iterable[int], seconds: float) -> dict[int, int] | None:
@@ -899,6 +915,16 @@ def _read(conn: Conn, user_id: str | None, gen: int) -> Timeline:
         mortal=any(e != NEVER for e in expires),
         uniform=_uniform(sessions, agents),
     )
+
+
+def _shape(texts: Sequence[str], prefix: int) -> tuple[int, bool]:
+    """:meth:`Timeline.shape` of ``texts``."""
+    if not texts:
+        return 0, False
+    longest = max(map(len, texts))
+    colon = ":" in "\n".join(texts) and max(map(str.find, texts, itertools.repeat(":"), itertools.repeat(0),
+                                                   itertools.repeat(prefix))) >= 0  # fmt: skip
+    return longest, colon
 
 
 def _uniform(sessions: Sequence[str | None], agents: Sequence[str | None]) -> bool:

@@ -418,12 +418,18 @@ def test_own_adds_extend_the_timeline(db_path: str, driver: str, batch: int) -> 
         of(user)
         assert of(user) is not None
     rng = random.Random(batch)
+    prefixes = (3, 20, 80)
     for step in range(4):
         now = utcnow()
+        before = of("ann")
+        assert before is not None
+        for prefix in prefixes:
+            before.shape(prefix)  # known before the add: carried into the appended timeline
         new = [
             MemoryRecord(
                 scope=MemoryScope(user_id=user, session_id="s1" if user is None else rng.choice([None, "s1"])),
-                text=f"new turn {step} {i}",
+                # a longer text and a colon further in at each step: the carried shapes must change
+                text=f"new turn {step} {i}" + ("" if i % 2 else f" {'w' * 9 * step}: {'x' * 60 * step}"),
                 created_at=now + timedelta(microseconds=i % 3),  # ties on created_at: rid decides
                 expires_at=None if i % 2 else now + timedelta(days=1),
             )
@@ -433,6 +439,9 @@ def test_own_adds_extend_the_timeline(db_path: str, driver: str, batch: int) -> 
         line = of("ann")
         assert line is not None  # no statement, no rebuild: extended in place of the old one
         assert _columns(line) == _columns(fresh())
+        if line is not before:
+            assert set(line.shapes) == set(prefixes)  # carried, not made again
+        assert [line.shape(p) for p in prefixes] == [fresh().shape(p) for p in prefixes]
         assert of("ben") is not None  # untouched
     # A turn written before the last one: read again at the second search, as after any write.
     memory.add_sync(
