@@ -41,9 +41,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
-
-import numpy as np
+from typing import TYPE_CHECKING, cast
 
 from ._rows import NEVER, Conn, expiry, tenant_token, us
 
@@ -69,6 +67,8 @@ _PER_RECORD = 700
 _HOLDERS_PER_RECORD = 4
 _HOLDERS_BASE = 1024
 _ASKED_MAX = 4096
+# A position no record has, however far it is moved (see _entering_order).
+_NOWHERE = -(1 << 40)
 # A word is looked for in all of the user's texts (and kept) once it has been looked for in this share of
 # the user's records' texts, a search's at a time.
 _BUY = 0.5
@@ -634,7 +634,7 @@ def context_in(
     if not any(taken_by):
         return list(keyword)
     if admit:
-        return _credited(line, keyword, places, given, held_of, taken_by, idf, weight, others, near, looked, reach)
+        return _credited(line, keyword, list(targets), held_of, taken_by, idf, weight, others, near, looked, reach)
     # Keyword candidates only: each one's words, their sum once per set of words, the candidates re-sorted.
     credit: dict[int, set[str]] = {}
     for (word, _), given_to in zip(held_of, taken_by, strict=True):
@@ -664,8 +664,7 @@ def context_in(
 def _credited(
     line: Timeline,
     keyword: Sequence[tuple[int, float]],
-    places: Sequence[int | None],
-    given: Sequence[float],
+    places: Sequence[int],
     held_of: Sequence[tuple[str, frozenset[int]]],
     taken_by: Sequence[AbstractSet[int]],
     idf: Mapping[str, float],
@@ -676,91 +675,83 @@ def _credited(
     reach: int,
 ) -> list[tuple[int, float]] | None:
     """:func:`context_in`'s scores and order with ``admit``, given the positions each query word is credited to
-    (``taken_by``), in numpy: with ``admit`` a few hundred records may take a word."""
+    (``taken_by``). With ``admit`` a few hundred records may take a word: only those are looked at, in C-level
+    passes over dicts keyed by position (nothing of the user's size)."""
     if len(taken_by) > 62:
-        return None  # a bit per word
-    size = len(line.rids)
-    codes = np.zeros(size, dtype=np.int64)  # position -> the words credited to it, one bit each
-    parts = []
+        return None  # (a bit per word, as before)
+    codes: dict[int, int] = {}  # position -> the words credited to it, one bit each
     for i, taken in enumerate(taken_by):
-        if taken:
-            part = np.fromiter(taken, dtype=np.int64, count=len(taken))
-            part = part[(part >= 0) & (part < size)]
-            codes[part] |= 1 << i
-            parts.append(part)
-    credited = np.unique(np.concatenate(parts))
-    if not len(credited):
+        bit = 1 << i
+        both = codes.keys() & taken
+        codes.update(dict.fromkeys(taken - both if both else taken, bit))
+        for q in both:
+            codes[q] |= bit
+    size = len(line.rids)
+    if codes and (min(codes) < 0 or max(codes) >= size):
+        codes = {q: code for q, code in codes.items() if 0 <= q < size}  # (a key's offsets past either end)
+    if not codes:
         return list(keyword)
     # Each set of words summed once, by math.fsum (exactly rounded: the order of the words does not matter).
-    distinct, which = np.unique(codes[credited], return_inverse=True)
-    sums = [math.fsum(idf[word] for i, (word, _) in enumerate(held_of) if code >> i & 1) for code in distinct.tolist()]
-    total = np.asarray(sums, dtype=np.float64)[which]
-    own = np.full(size, -1, dtype=np.int64)  # position -> its index among the keyword candidates
-    at_kw = np.asarray(places, dtype=np.int64)
-    own[at_kw] = np.arange(len(at_kw))
-    scores = np.asarray(given, dtype=np.float64)
-    index = own[credited]
-    mine = index >= 0
+    words = [word for word, _ in held_of]
+    sums = {
+        code: math.fsum([idf[word] for i, word in enumerate(words) if code >> i & 1]) for code in set(codes.values())
+    }
     # The same float operations as context_keys: score (0.0 for a record that enters) + weight * the sum.
-    scores[index[mine]] = scores[index[mine]] + weight * total[mine]
-    rids = np.asarray([rid for rid, _ in keyword], dtype=np.int64)
-    if not mine.all():
-        entering = credited[~mine]
-        entered = weight * total[~mine]
-        rank = _entering_order(line, keyword, entering, others, near, looked, reach)
-        if rank is None:
+    out = list(keyword)
+    mine = list(map(codes.pop, places, itertools.repeat(0)))  # each keyword candidate's words (0: none)
+    for i in itertools.compress(range(len(mine)), mine):
+        rid, score = out[i]
+        score = score + weight * sums[mine[i]]
+        if not math.isfinite(score):
             return None
-        order = np.argsort(rank, kind="stable")
-        entered_rids = list(map(line.rids.__getitem__, entering[order].tolist()))
-        rids = np.concatenate((rids, np.asarray(entered_rids, dtype=np.int64)))
-        scores = np.concatenate((scores, 0.0 + entered[order]))
-    if not np.isfinite(scores).all():
-        return None
-    best = np.argsort(-scores, kind="stable")  # best first, ties in order (as sorted(..., reverse=True) keeps them)
-    return list(zip(rids[best].tolist(), scores[best].tolist(), strict=True))
+        out[i] = (rid, score)
+    if codes:
+        order = _entering_order(line, keyword, sorted(codes), others, near, looked, reach)
+        if order is None:
+            return None
+        entered = {code: 0.0 + weight * total for code, total in sums.items()}
+        if not all(map(math.isfinite, entered.values())):
+            return None
+        scores = map(entered.__getitem__, map(codes.__getitem__, order))
+        out += zip(map(line.rids.__getitem__, order), scores, strict=True)
+    return sorted(out, key=_SCORE, reverse=True)  # best first, ties in order
 
 
 def _entering_order(
     line: Timeline,
     keyword: Sequence[tuple[int, float]],
-    entering: Any,
+    entering: Sequence[int],
     others: Sequence[int],
     near: Mapping[int, Sequence[tuple[int, int]]],
     looked: AbstractSet[int],
     reach: int,
-) -> Any:
-    """The tie order of the records that enter with their credit alone (positions ``entering``), as context_keys
-    numbers them: the other side's candidates first, in their order, then as first met walking the keyword
-    candidates, the other side's and near's keys, each followed by its near list (before it nearest first, then
-    after it). A rank per entering position (lower first); None when a rid is not here."""
-    size = len(line.rids)
+) -> list[int] | None:
+    """The records that enter with their credit alone (positions ``entering``, ascending) in context_keys'
+    order among equal scores: the other side's candidates first, in their order, then as first met walking
+    the keyword candidates, the other side's and near's keys, each followed by its near list (before it
+    nearest first, then after it), then any never met, by position. None when a rid is not here."""
     at = line.at
-    walk = list(dict.fromkeys([*(rid for rid, _ in keyword), *others, *near]))  # each rid's first visit, in order
+    walk = list(dict.fromkeys([*map(_KEY, keyword), *others, *near]))  # each rid's first visit, in order
     spots = list(map(at.get, walk))
     if None in spots:
         return None
+    # The walk written out: per key visited, itself, then its list's slots (before: d = 1..reach, after: the
+    # same); a position visited as no key of near has no list (a slot no position fills).
     stride = 2 * reach + 1
-    big = (len(walk) + 1) * stride
-    first = np.full(size, big, dtype=np.int64)  # position -> the rank of its first visit as a key, times stride
-    first[np.asarray(spots, dtype=np.int64)] = np.arange(len(walk), dtype=np.int64) * stride
-    rank = first[entering]  # a record visited as a key comes before its own list
-    keys = np.zeros(size, dtype=bool)
-    keys[np.fromiter(looked, dtype=np.int64, count=len(looked))] = True
+    walked: list[int | None] = [None] * (len(spots) * stride)
+    walked[::stride] = spots
+    keyed = [p if p in looked else _NOWHERE for p in cast("list[int]", spots)]
     for d in range(1, reach + 1):
-        # in the list of the key d after it (its before side: slot d), or d before it (after side: slot reach + d)
-        for key, slot in ((entering + d, d), (entering - d, reach + d)):
-            ok = (key >= 0) & (key < size)
-            key = np.where(ok, key, 0)
-            ok &= keys[key]
-            rank = np.minimum(rank, np.where(ok, first[key] + slot, big))
-    # The other side's candidates that enter come first, in their order.
-    position = np.full(size, -1, dtype=np.int64)
-    position[entering] = np.arange(len(entering))
-    seen = [at.get(rid) for rid in dict.fromkeys(others)]
-    front = [position[p] for p in seen if p is not None and position[p] >= 0]
-    if front:
-        rank[np.asarray(front, dtype=np.int64)] = -big + np.arange(len(front))
-    return rank
+        walked[d::stride] = map(operator.sub, keyed, itertools.repeat(d))
+        walked[reach + d :: stride] = map(operator.add, keyed, itertools.repeat(d))
+    rest = set(entering)
+    front = [p for p in map(at.get, dict.fromkeys(others)) if p in rest]  # the other side's, first
+    rest.difference_update(front)
+    met = list(filter(rest.__contains__, dict.fromkeys(walked)))  # each at its first visit
+    if len(met) < len(rest):
+        seen = set(met)
+        met += [p for p in entering if p in rest and p not in seen]
+    return front + met
 
 
 class Timelines:
