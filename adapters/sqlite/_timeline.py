@@ -745,9 +745,9 @@ def _entering_order(
         walked[d::stride] = map(operator.sub, keyed, itertools.repeat(d))
         walked[reach + d :: stride] = map(operator.add, keyed, itertools.repeat(d))
     rest = set(entering)
-    front = [p for p in map(at.get, dict.fromkeys(others)) if p in rest]  # the other side's, first
+    front = cast("list[int]", [p for p in map(at.get, dict.fromkeys(others)) if p in rest])  # the other side's first
     rest.difference_update(front)
-    met = list(filter(rest.__contains__, dict.fromkeys(walked)))  # each at its first visit
+    met = cast("list[int]", list(filter(rest.__contains__, dict.fromkeys(walked))))  # each at its first visit
     if len(met) < len(rest):
         seen = set(met)
         met += [p for p in entering if p in rest and p not in seen]
