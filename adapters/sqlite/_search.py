@@ -793,6 +793,10 @@ def placed(
 
         steps.append((store.length_weight, lengths))
     cut = k is not None and len(ranked) > k
+    # The timeline groups its records into sessions from their positions (the same sessions, see sessions_of).
+    grouping = (
+        None if line is None else functools.partial(line.sessions_of, seconds=store.session_gap.total_seconds())
+    )
     if not wide:
         # What is known of each candidate, in ``ranked``'s order (one C-level pass; None: not read).
         rids = every if store.session_weight or (cut and steps) else []
@@ -811,8 +815,9 @@ def placed(
             }
             # Only the head that can reach the k best (ranking.session_boost with k), when that is exact.
             ranked = ranking.session_boost(
-                ranked, when, weight=store.session_weight, gap=store.session_gap, k=k if cut else None, lift=lift
-            )
+                ranked, when, weight=store.session_weight, gap=store.session_gap, k=k if cut else None, lift=lift,
+                grouping=grouping,
+            )  # fmt: skip
         if cut and least is not None and len(ranked) > (k or 0):
             ranked = ranking.within_reach(ranked, k or 0, lift, least=least)
     else:
@@ -828,8 +833,9 @@ def placed(
                 read = [found_at for found_at in map(known.get, every) if found_at is not None]
                 bound = _lifts(store, read, known, span is not None, timed)[0]
             ranked = ranking.session_boost(
-                ranked, _When(known, ranked), weight=store.session_weight, gap=store.session_gap, k=k, lift=bound
-            )
+                ranked, _When(known, ranked), weight=store.session_weight, gap=store.session_gap, k=k, lift=bound,
+                grouping=grouping,
+            )  # fmt: skip
         if steps and len(ranked) > (k or 0):
             # The most the steps can add to any candidate left, and to each (rows gone are left out, as above).
             head = [found_at for found_at in map(known.get, map(_FIRST, ranked)) if found_at is not None]

@@ -726,6 +726,7 @@ def session_boost(
     gap: timedelta = SESSION_GAP,
     k: int | None = None,
     lift: float = 0.0,
+    grouping: Callable[[list[K]], Mapping[K, Hashable] | None] | None = None,
 ) -> list[tuple[K, float]]:
     """Add to each candidate ``weight`` times the best score in its session (:func:`sessions_of`), and re-rank.
 
@@ -748,6 +749,10 @@ def session_boost(
             then leave out candidates that cannot be among them, and reads ``when``
             only for those it keeps unless it must look further. The ``k`` best of
             the result after such steps are the same as with every candidate.
+        grouping: for a caller that can group keys faster (a store that keeps its
+            records in time order): ``grouping(keys)`` -> key -> its session (any
+            hashable, equal within a session), exactly as :func:`sessions_of` groups
+            those keys' ``when``; None there (or no ``grouping``): :func:`sessions_of`.
 
     Returns:
         ``(key, score)`` pairs, best first; ties broken by the input order.
@@ -768,11 +773,11 @@ def session_boost(
     if not weight or not scores:
         return list(scores)
     if k is not None:
-        head = _session_head(scores, when, weight, gap, k, lift)
+        head = _session_head(scores, when, weight, gap, k, lift, grouping)
         if head is not None:
             return head
-    session = sessions_of({key: when[key] for key, _ in scores if key in when}, gap=gap)
-    best: dict[int, float] = {}
+    session = _grouped(grouping, [key for key, _ in scores if key in when], when, gap)
+    best: dict[Hashable, float] = {}
     for key, score in scores:
         number = session.get(key)
         if number is not None and score > best.get(number, -math.inf):
@@ -788,6 +793,7 @@ def _session_head(
     gap: timedelta,
     k: int,
     lift: float,
+    grouping: Callable[[list[K]], Mapping[K, Hashable] | None] | None = None,
 ) -> list[tuple[K, float]] | None:
     """:func:`session_boost` of the head of ``scores`` that can reach the ``k`` best; None: run it on all.
 
@@ -818,9 +824,9 @@ def _session_head(
         return None  # most of them are within reach: the head's own sessions would cost about as much
     head = scores[:end]
     mine = {key: when[key] for key, _ in head if key in when}
-    session = sessions_of(mine, gap=gap)
+    session = _grouped(grouping, list(mine), mine, gap)
     # Each scope's sessions among the head as (first, last) time; a scope with two or more has gaps.
-    spans: dict[int, tuple[Hashable, float, float]] = {}
+    spans: dict[Hashable, tuple[Hashable, float, float]] = {}
     for key, number in session.items():
         group, at = mine[key]
         t = at.timestamp() if isinstance(at, datetime) else float(at)
@@ -843,7 +849,7 @@ def _session_head(
             for after, before in gaps[at_of[0]]:
                 if after <= t <= before:
                     return None  # it may join two of the head's sessions: decide with every candidate
-    best: dict[int, float] = {}
+    best: dict[Hashable, float] = {}
     for key, score in head:
         mine_at = session.get(key)
         if mine_at is not None and score > best.get(mine_at, -math.inf):
@@ -851,6 +857,17 @@ def _session_head(
     return _best_first(
         [(key, score + weight * best[session[key]] if key in session else score) for key, score in head]
     )
+
+
+def _grouped(
+    grouping: Callable[[list[K]], Mapping[K, Hashable] | None] | None,
+    keys: list[K],
+    when: Mapping[K, tuple[Hashable, datetime | float]],
+    gap: timedelta,
+) -> Mapping[K, Hashable]:
+    """``keys`` (all in ``when``) grouped into sessions: by ``grouping`` when it answers, else :func:`sessions_of`."""
+    found = None if grouping is None else grouping(keys)
+    return sessions_of({key: when[key] for key in keys}, gap=gap) if found is None else found
 
 
 SPEAKER_WEIGHT = 0.2

@@ -262,6 +262,45 @@ def test_session_boost_on_the_head_gives_the_same_k_best() -> None:
     assert shorter > 50
 
 
+def test_session_boost_with_a_grouping_equals_sessions_of() -> None:
+    """session_boost(grouping=): a caller's grouping that answers as sessions_of does (other numbers) gives the
+    same result, with and without k; one that answers None falls back to sessions_of; the grouping is asked for
+    exactly the keys in ``when`` that the step groups (all of them, or the head's), and its answer is used."""
+    import random
+
+    from memoryport.ranking import session_boost, sessions_of
+
+    rng = random.Random(5)
+    gap = 1800.0
+    asked: list[list[int]] = []
+    for trial in range(400):
+        n = rng.randint(0, 30)
+        scored = sorted(((i, rng.choice([0.0, 0.1, 0.3, 0.5, 0.7, 1.0])) for i in range(n)), key=lambda kv: -kv[1])
+        when: dict[int, tuple[object, float]] = {}
+        t = 0.0
+        for i in rng.sample(range(n), n):
+            t += rng.choice([0.0, 60.0, gap - 1, gap, 86_400.0])
+            if rng.random() < 0.9:
+                when[i] = (rng.choice(["a", "b"]), t)
+
+        def grouping(keys: list[int], when: dict[int, tuple[object, float]] = when) -> dict[int, object]:
+            asked.append(keys)
+            assert all(key in when for key in keys)
+            # other session labels than sessions_of's numbers: only equality counts
+            return {key: ("session", number) for key, number in sessions_of({k: when[k] for k in keys}).items()}
+
+        for k in (None, rng.randint(1, 8)):
+            want = session_boost(scored, when, weight=0.5, k=k, lift=0.2)
+            assert session_boost(scored, when, weight=0.5, k=k, lift=0.2, grouping=grouping) == want, trial
+            assert session_boost(scored, when, weight=0.5, k=k, lift=0.2, grouping=lambda keys: None) == want
+    assert asked and any(len(keys) > 1 for keys in asked)
+    # The grouping's answer is what counts: one session for every key lifts each by the best score.
+    when = {1: ("s", 0.0), 2: ("s", 86_400.0)}
+    apart = session_boost([(1, 1.0), (2, 0.5)], when, weight=0.5)
+    together = session_boost([(1, 1.0), (2, 0.5)], when, weight=0.5, grouping=lambda keys: dict.fromkeys(keys, 0))
+    assert apart == [(1, 1.5), (2, 0.75)] and together == [(1, 1.5), (2, 1.0)]
+
+
 def test_session_boost_on_the_head_looks_at_every_candidate_when_one_left_out_may_join_two_sessions() -> None:
     from memoryport.ranking import session_boost
 
