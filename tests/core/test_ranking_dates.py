@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from memoryport import ranking
 from memoryport.ranking import DATE_GRACE, date_boost, query_dates
 
 
@@ -77,3 +78,52 @@ def test_no_span_or_zero_weight_changes_nothing() -> None:
 def test_unknown_keys_keep_their_score_and_ties_keep_input_order() -> None:
     span = (day(2023, 7, 7), day(2023, 7, 8))
     assert date_boost([("x", 0.5), ("y", 0.5)], {}, span) == [("x", 0.5), ("y", 0.5)]
+
+
+def test_query_dates_scans_once_for_a_year_and_finds_what_the_patterns_find() -> None:
+    """The one scan for a year that query_dates makes first never hides a date: on random strings (ASCII
+    and other digits, month names, separators), whenever one of the patterns matches, so does the scan, and
+    query_dates answers as the patterns alone do."""
+    import random
+
+    from memoryport.ranking import _ANY_YEAR, _DATE_PATTERNS
+
+    def by_patterns(query: str) -> object:
+        # query_dates without its first scan (the same loop)
+        for kind, pattern, groups in _DATE_PATTERNS:
+            for match in pattern.finditer(query):
+                parts = [match.group(g) for g in groups]
+                try:
+                    year = int(parts[0])
+                    month = (
+                        1
+                        if kind == "year"
+                        else int(parts[1])
+                        if parts[1].isdigit()
+                        else ranking._MONTHS[parts[1].lower()]
+                    )
+                    day = int(parts[2]) if kind == "day" else 1
+                    start = datetime(year, month, day, tzinfo=timezone.utc)
+                except (ValueError, KeyError):
+                    continue
+                return kind, start
+        return None
+
+    rng = random.Random(11)
+    pieces = [*"0123456789 -,.", "July ", "Sept. ", "may ", "2023", "1899", "2100", "31st ", "of ", "in ", "during ",
+              "20", "19", "٢٠٢٣", "٢٣", "１９", "२०", "the 7th of "]  # fmt: skip
+    matched = 0
+    for _ in range(30_000):
+        query = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 10)))
+        found = by_patterns(query)
+        if any(pattern.search(query) for _, pattern, _ in _DATE_PATTERNS):
+            matched += 1
+            assert _ANY_YEAR.search(query), query
+        got = query_dates(query)
+        assert (got is None) == (found is None), query
+        if found is not None and got is not None:
+            assert got[0] == found[1], query
+    assert matched > 500
+    # a year whose last digits are not ASCII is a year to the patterns (int() reads any decimal digit)
+    assert query_dates("what did I do in 20٢٣?") == (day(2023, 1, 1), day(2024, 1, 1))
+    assert query_dates("on May 5, 19٩٩") == (day(1999, 5, 5), day(1999, 5, 6))
