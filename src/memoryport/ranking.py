@@ -403,7 +403,7 @@ def within_reach(
         raise ValueError("lift must not be negative")
     if k < 1 or len(scored) <= k:
         return list(scored)
-    scores = [score for _, score in scored]
+    scores = list(map(_SCORE, scored))
     if not math.isfinite(math.fsum(scores)) or not math.isfinite(lift):
         return list(scored)
     top = scores[k - 1]
@@ -816,7 +816,7 @@ def _session_head(
     # reaches that already, more than half are within reach (checked at once, before any pass).
     if scores[len(scores) // 2][1] + most > scores[k - 1][1] * (1.0 + weight):
         return None
-    if not math.isfinite(math.fsum([score for _, score in scores])):
+    if not math.isfinite(math.fsum(map(_SCORE, scores))):
         return None
     floor = min(score + weight * score if key in when else score for key, score in scores[:k])
     floor -= 1e-9 * (1.0 + abs(floor) + most)
