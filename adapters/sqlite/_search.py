@@ -210,18 +210,36 @@ def _hybrid(
     job = None if qvec is None else _started(store, vector_job(store, conn, qvec, scope, pool, filters, now, load=load))
     idf: dict[str, float] | None = {} if _keys_on(store) else None
     keyword = keyword_ranking(conn, store.keyword_index, query, scope, limit, filters, now, idf, line, store.ann.words)
+    plain = not filter_sql(filters)[0]
+    near: dict[int, list[tuple[int, int]]] = {}
+    # Without filters, while the timeline holds every rid looked up, the lookups leave ``times`` unread:
+    # contextual keys answer from the timeline's positions, with_previous reads what it asks of it
+    # (_previous_times), placed reads its candidates' from the timeline itself; _Unread fills ``times`` as
+    # the lookups would have, in the same order, only when contextual keys' fallback asks.
+    unread = None if line is None or not plain else _Unread(line, near, times)
+
+    def look(rids: list[int]) -> None:
+        nonlocal unread
+        if unread is not None:
+            if all(map(unread.holds, rids)):
+                near.update(_near(store, conn, rids, filters, now, None, line=line))
+                return
+            unread.fill()  # a rid the timeline lacks: from here on, times filled by every lookup, as before
+            unread = None
+        near.update(_near(store, conn, rids, filters, now, times, line=line))
+
     # When the embedder failed, the keyword ranking stands alone; keyword search looks up fewer
     # neighbours (links among its own matches only), but every candidate's full list gives the same ranking.
-    near = _near(store, conn, [rid for rid, _ in keyword], filters, now, times, line=line)
+    look([rid for rid, _ in keyword])
     if job is not None and qvec is not None:
         vector = job()
     else:
         qvec = None if pending is None else pending.result()  # embedded in the meantime
         if qvec is None:
             if idf:
-                plain = not filter_sql(filters)[0]
+                seen = cast("Times", times if unread is None else unread)
                 keyword = _context(
-                    store, keyword, near, times, idf, admit=False, line=line, plain=plain, user=scope.user_id
+                    store, keyword, near, seen, idf, admit=False, line=line, plain=plain, user=scope.user_id
                 )
             return list(ranking.normalise(keyword).items()), near, "keyword"
         # Nothing left to run beside it: a large product runs in two parts, here and on a numpy thread.
@@ -233,18 +251,28 @@ def _hybrid(
         vector = [(rid, cos) for rid, cos in vector if rid in words or cos >= store.min_similarity]
     if store.previous_weight:
         # The vector candidates' neighbours (needed for the neighbour lift anyway) give their predecessors.
-        near.update(_near(store, conn, [rid for rid, _ in vector if rid not in near], filters, now, times, line=line))
+        look([rid for rid, _ in vector if rid not in near])
+        read = times
+        if unread is not None:
+            # What with_previous reads: each candidate's entry and its neighbours' at distance 1, from the timeline.
+            found = _previous_times(unread, vector, near) if store.context_window >= 1 else None
+            if found is None:
+                unread.fill()
+                unread = None
+            else:
+                read = found
         vector = with_previous(
             conn, qvec, vector, filters, now, store.previous_weight,
             mode=store.previous_mode, gap=store.session_gap, near=near if store.context_window >= 1 else None,
-            times=times, line=line, vectors=_block(store, conn, scope, line),
+            times=read, line=line, vectors=_block(store, conn, scope, line),
         )[:limit]  # fmt: skip
     if idf:
         # Every candidate's context counts, the vector side's too: look their neighbours up first.
-        near.update(_near(store, conn, [rid for rid, _ in vector if rid not in near], filters, now, times, line=line))
+        look([rid for rid, _ in vector if rid not in near])
+        seen = cast("Times", times if unread is None else unread)  # (read only by contextual keys' fallback)
         keyword = _context(
-            store, keyword, near, times, idf, admit=store.context_key_admit, others=vector, line=line,
-            plain=not filter_sql(filters)[0], user=scope.user_id,
+            store, keyword, near, seen, idf, admit=store.context_key_admit, others=vector, line=line, plain=plain,
+            user=scope.user_id,
         )  # fmt: skip
         if store.min_similarity > 0:
             # A record no query word matches still needs the floor: only vector candidates that passed it enter.
@@ -252,7 +280,7 @@ def _hybrid(
             keyword = [(rid, score) for rid, score in keyword if rid in words or rid in passed]
         keyword = keyword[:limit]
     scored = ranking.fuse(keyword, vector)
-    near.update(_near(store, conn, [rid for rid, _ in scored if rid not in near], filters, now, times, line=line))
+    look([rid for rid, _ in scored if rid not in near])
     return scored, near, "hybrid"
 
 
@@ -399,41 +427,72 @@ def _contextual(
 class _Unread(Mapping[int, tuple[int, Union[str, None], Union[str, None], str]]):
     """The :data:`Times` a neighbour lookup answered from ``line`` (:func:`~._timeline.sides_in`) would have
     filled for ``near`` (the candidates, each followed by its neighbours), read into ``times`` at the first
-    access: the same entries in the same order, and nothing read when nobody asks.
+    access: the same entries in the same order, and nothing read when nobody asks. ``near`` may grow (new
+    keys only, as further lookups add them) until then and after: each access reads the entries added since.
     """
 
-    __slots__ = ("_line", "_near", "_read", "_times")
+    __slots__ = ("_done", "_line", "_near", "_times", "holds")
 
     def __init__(self, line: Timeline, near: dict[int, list[tuple[int, int]]], times: Times) -> None:
-        self._line, self._near, self._times, self._read = line, near, times, False
+        self._line, self._near, self._times, self._done = line, near, times, 0
+        # rid -> whether the timeline holds it (then a lookup of it without filters can leave its times here)
+        self.holds: Callable[[object], bool] = line.at.__contains__
 
-    def _filled(self) -> Times:
-        if not self._read:
-            self._read = True
+    def fill(self) -> Times:
+        """``times``, with the entries of ``near`` not read yet."""
+        near = self._near
+        if self._done < len(near):
             line, times = self._line, self._times
             at, ats, sessions, agents, texts = line.at, line.ats, line.sessions, line.agents, line.texts
-            for rid, found in self._near.items():
+            for rid, found in itertools.islice(near.items(), self._done, None):
                 p = at[rid]
                 times[rid] = (ats[p], sessions[p], agents[p], texts[p])
                 for other, _ in found:
                     q = at[other]
                     times[other] = (ats[q], sessions[q], agents[q], texts[q])
+            self._done = len(near)
         return self._times
 
+    def rows(self, rids: Sequence[int]) -> Times:
+        """What the entries of ``rids`` (held by the timeline) are or will be, without reading the others."""
+        line = self._line
+        ps = list(map(line.at.__getitem__, rids))
+        found = zip(
+            map(line.ats.__getitem__, ps),
+            map(line.sessions.__getitem__, ps),
+            map(line.agents.__getitem__, ps),
+            map(line.texts.__getitem__, ps),
+            strict=True,
+        )
+        return dict(zip(rids, found, strict=True))
+
     def __getitem__(self, rid: int) -> tuple[int, Union[str, None], Union[str, None], str]:
-        return self._filled()[rid]
+        return self.fill()[rid]
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self._filled())
+        return iter(self.fill())
 
     def __len__(self) -> int:
-        return len(self._filled())
+        return len(self.fill())
 
     def __contains__(self, rid: object) -> bool:
-        return rid in self._filled()
+        return rid in self.fill()
 
     def items(self) -> ItemsView[int, tuple[int, Union[str, None], Union[str, None], str]]:
-        return self._filled().items()
+        return self.fill().items()
+
+
+def _previous_times(
+    unread: _Unread, vector: Sequence[tuple[int, float]], near: Mapping[int, Sequence[tuple[int, int]]]
+) -> Times | None:
+    """What :func:`with_previous` reads of ``times`` when every vector candidate's neighbours were looked up
+    (``near``): the candidates' entries and their neighbours' at distance 1, from the timeline; None when a
+    candidate is no key of ``near`` (then with_previous looks it up, and would fill ``times``)."""
+    rids = list(map(_FIRST, vector))
+    if not all(map(near.__contains__, rids)):
+        return None
+    wanted = [*rids, *(other for rid in rids for other, d in near[rid] if d == 1)]
+    return unread.rows(wanted)
 
 
 _Entry = tuple[int, Union[str, None], Union[str, None], str]  # a Times entry
