@@ -3,8 +3,10 @@ its instances in SQL, as the index was built before (the same tokens, postings, 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import random
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -149,9 +151,25 @@ def test_the_phrases_terms_are_summed_in_bm25s_order(seed: int) -> None:
             terms = rng.random(len(docs)) * 10.0 ** rng.integers(-6, 3, size=len(docs))
             found.append((docs, terms))
         if seed % 2:
-            found[0][1][0] = 0.0  # a term of 0.0: the marked path, the same sums
+            found[0][1][0] = 0.0  # a term of 0.0: its record still held, the same sums
         at, score = _keyword_user._summed(found, n)
         want_at, want = reference_sums(found, n)
         assert at.tolist() == want_at
         assert score.tolist() == want  # bit for bit
         assert not _keyword_user.scratch(n, np.float64)[0].any()  # the dense buffer left zero
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_terms_computed_at_the_build_equal_each_tokens_computed_when_asked(driver: str, seed: int) -> None:
+    """A built index's BM25 terms (every posting's, computed at once: ``_keyword_user._all_terms``) are bit for bit
+    those :meth:`UserWords.postings` computes for one token when asked (an index grown since has no others)."""
+    conn = importlib.import_module(driver).connect(":memory:")
+    values = texts(500, seed)
+    line = SimpleNamespace(texts=values, rids=list(range(7, 7 + len(values))), gen=1, root=None)
+    index = _keyword_user.build(conn, line)  # type: ignore[arg-type]
+    assert index.scores is not None
+    asked = dataclasses.replace(index, scores=None, asked={})
+    for token in [*index.terms, "absent"]:
+        (docs, terms), (want_docs, want) = index.postings(token), asked.postings(token)
+        assert docs.tolist() == want_docs.tolist()
+        assert terms.tobytes() == want.tobytes(), token

@@ -93,8 +93,8 @@ def test_a_user_alone_ranks_as_fts5_bm25(db_path: str, driver: str, buy_now: Non
     ran: list[Any] = []
     real = _keyword.file_ranking
 
-    def spy(*args: Any) -> Any:
-        ran.append(real(*args))
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        ran.append(real(*args, **kwargs))
         return ran[-1]
 
     with pytest.MonkeyPatch.context() as patch:
@@ -117,8 +117,8 @@ def test_a_user_among_others_ranks_as_its_per_user_bm25(db_path: str, driver: st
     ran: list[Any] = []
     real = _keyword.user_lists
 
-    def spy(*args: Any) -> Any:
-        ran.append(real(*args))
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        ran.append(real(*args, **kwargs))
         return ran[-1]
 
     with pytest.MonkeyPatch.context() as patch:
