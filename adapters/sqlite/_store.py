@@ -34,11 +34,12 @@ import operator
 import os
 import threading
 import time
+import types
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -95,6 +96,36 @@ def _settle(pending: Future[F32 | None], qvec: F32 | None) -> None:
 
 
 T = TypeVar("T")
+
+
+@types.coroutine
+def _resumed(coroutine: Coroutine[Any, Any, T], step: Any) -> Generator[Any, None, T]:
+    """Await ``coroutine`` from where it stands: it was stepped once (``send(None)``) and yielded ``step``.
+
+    The awaiting task waits on ``step`` as the coroutine asked; what the task throws in (a cancellation) goes
+    into the coroutine; from its next step on, ``yield from`` delegates everything to it.
+    """
+    while True:
+        try:
+            yield step
+        except GeneratorExit:
+            coroutine.close()
+            raise
+        except BaseException as exc:
+            try:
+                step = coroutine.throw(exc)
+            except StopIteration as done:
+                result: T = done.value
+                return result
+            continue
+        return cast("T", (yield from coroutine))
+
+
+def _retrieved(worker: asyncio.Future[Any]) -> None:
+    """Consume a finished worker's outcome, that nobody awaits (no 'exception was never retrieved')."""
+    if not worker.cancelled():
+        worker.exception()
+
 
 #: Adds of at most this many records may commit on the caller's thread (``inline_writes``).
 INLINE_MAX = 8
@@ -1150,39 +1181,50 @@ class SQLiteStore:
         the search ranks by keywords alone (mode ``keyword``), as before.
         """
         pending: Future[F32 | None] = Future()
-        task: asyncio.Task[None] | None = None
         blocking = blocking_embed(embedder)
+        embedding: Coroutine[Any, Any, F32 | None] | None = None
+        step: Any = None
         if blocking is not None:
             # A blocking embedder (LocalEmbedder) runs in a thread that hands the vector to the
             # worker itself: no hop through the event loop between the embedding and the vector half.
             run = contextvars.copy_context().run  # usage events reach this operation's sink
             asyncio.get_running_loop().run_in_executor(None, run, self._embed_into, embedder, blocking, query, pending)
         else:
-
-            async def vector() -> None:
-                _settle(pending, await self._embed_query(embedder, query))
-
-            task = asyncio.create_task(vector())
-        try:
-            if task is not None:
-                await asyncio.sleep(0)  # lets an embedder that needs no thread or I/O finish first
-                qvec = pending.result() if pending.done() else None
-                if qvec is not None:
-                    unit = qvec
+            # The embedding's first step runs right here, in this task: an embedder that answers at once (a cache)
+            # costs no task and no event-loop cycle (~0.1 ms); one that waits goes on in this task too (below).
+            embedding = self._embed_query(embedder, query)
+            try:
+                step = embedding.send(None)
+            except StopIteration as done:
+                embedding = None
+                _settle(pending, done.value)
+                unit = done.value
+                if unit is not None:
                     found = self._or_worker(lambda: self._hybrid_inline(query, unit, scope, k, filters))
                     if found is not None:
                         return found, "hybrid"
-            hits = await self._run(
-                lambda: self.db.read(
-                    lambda conn: search_hits(self, conn, query, None, "hybrid", scope, k, filters, pending=pending)
-                )
-            )
+        read = lambda: self.db.read(  # noqa: E731
+            lambda conn: search_hits(self, conn, query, None, "hybrid", scope, k, filters, pending=pending)
+        )
+        try:
+            if embedding is None:
+                hits = await self._run(read)
+            else:
+                # The embedding waits (I/O): the worker runs the keyword half meanwhile and then waits for the
+                # vector, which this task hands it when the embedding ends (or None: it failed, or this search
+                # was cancelled). The embedding stays in this task from its first step to its end: an embedder's
+                # asyncio.timeout or anyio cancel scope, entered in one task, is left in the same task.
+                worker = asyncio.ensure_future(self._run(read))
+                try:
+                    _settle(pending, await _resumed(embedding, step))
+                except BaseException:
+                    worker.add_done_callback(_retrieved)  # (its hits or error are no one's now)
+                    raise
+                hits = await worker
         finally:
             if not pending.done():
                 # The search failed or was cancelled before it waited for the vector: never leave a worker waiting.
                 _settle(pending, None)
-                if task is not None:
-                    task.cancel()
         return hits, "hybrid" if pending.result() is not None else "keyword"
 
     def _embed_into(

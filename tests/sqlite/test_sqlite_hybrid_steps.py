@@ -447,3 +447,57 @@ def test_hybrid_with_the_product_in_two_parts_gives_the_same_hits(
         assert split and all(n == 2 for n in split)
     finally:
         memory.close()
+
+
+@pytest.mark.parametrize("how", ["at-once", "suspends", "fails-at-once", "fails-later", "timeout-scope"])
+def test_the_query_is_embedded_in_the_searchs_own_task(db_path: str, driver: str, how: str) -> None:
+    """An async embedder's coroutine runs in the search's own task, from its first step to its end: one that
+    answers at once costs no task (nor an event-loop cycle); one that waits goes on in the same task (an
+    ``asyncio.timeout`` it enters is left in the task that entered it); one that fails leaves keyword search's
+    hits, mode ``keyword``. The hits equal the reference's (or keyword search's) whichever it is."""
+    tasks: list[Any] = []
+
+    async def embedder_fn(texts: list[str]) -> Any:
+        if texts != ["tea river"] and not texts[0].startswith("what"):
+            return _embed(texts)  # (the records added)
+        tasks.append(asyncio.current_task())
+        if how in ("suspends", "fails-later"):
+            await asyncio.sleep(0.003)
+            tasks.append(asyncio.current_task())
+        if how == "timeout-scope":
+            async with asyncio.timeout(5):  # bound to the task that enters it
+                await asyncio.sleep(0.002)
+            tasks.append(asyncio.current_task())
+        if how.startswith("fails"):
+            raise RuntimeError("model gone")
+        return _embed(texts)
+
+    async def main() -> None:
+        memory = SQLiteMemory(db_path, embedder=CallableEmbedder(embedder_fn, dim=DIM, name="bow"), driver=driver)
+        keyword = SQLiteMemory(
+            db_path, embedder=CallableEmbedder(embedder_fn, dim=DIM, name="bow"), driver=driver, search_mode="keyword"
+        )
+        try:
+            await memory.add(_records(5))
+            store = memory.store
+            for query in ["tea river", "what about the garden"]:
+                ann = MemoryScope(user_id="ann")
+                tasks.clear()
+                hits = await memory.search(query, scope=ann, k=10)
+                assert tasks and all(task is asyncio.current_task() for task in tasks), how
+                if how.startswith("fails"):
+                    want = await keyword.search(query, scope=ann, k=10)
+                    assert hits.mode == "keyword"
+                    assert [(h.record.id, h.score) for h in hits] == [(h.record.id, h.score) for h in want]
+                else:
+                    assert hits.mode == "hybrid"
+                    qvec = await asyncio.to_thread(_unit, query)
+                    want_rids = await asyncio.to_thread(_reference, store, query, qvec, ann, 10, None)
+                    assert _as_rids(store, hits) == want_rids
+        finally:
+            await memory.aclose()
+            await keyword.aclose()
+
+    if how == "timeout-scope" and not hasattr(asyncio, "timeout"):
+        pytest.skip("asyncio.timeout: Python 3.11+")
+    asyncio.run(main())
