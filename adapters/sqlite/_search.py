@@ -786,8 +786,14 @@ def placed(
     # Which rids nobody read: none, most often (hybrid's lookups read every candidate and neighbour),
     # found out in one C-level pass over ~500 rids instead of a comprehension.
     every = list(map(_FIRST, ranked))
-    unknown = [] if all(map(known.__contains__, every)) else list(itertools.filterfalse(known.__contains__, every))
-    if unknown and line is not None and wide:
+    # (a long ranking the timeline holds whole: its entries from ``times``, else the timeline, made when asked)
+    held = wide and line is not None and all(map(line.at.__contains__, every))
+    unknown = (
+        [] if held or all(map(known.__contains__, every)) else list(itertools.filterfalse(known.__contains__, every))
+    )
+    if held and line is not None and not all(map(known.__contains__, every)):
+        known = _Known(known, line)
+    elif unknown and line is not None and wide:
         # the rest from the timeline's columns, each entry made when asked
         known = _Known(known, line)
         unknown = list(itertools.filterfalse(line.at.__contains__, unknown))
@@ -886,7 +892,7 @@ def placed(
             # read for it). Each candidate's session and time are made only when asked: most never are.
             if not steps:
                 bound = 0.0
-            elif line is not None and all(map(line.at.__contains__, every)):
+            elif held and line is not None:
                 bound = _lifts(store, [], known, span is not None, timed, line.shape(ranking.SPEAKER_PREFIX))[0]
             else:
                 read = [found_at for found_at in map(known.get, every) if found_at is not None]
