@@ -272,7 +272,7 @@ def _hybrid(
         seen = cast("Times", times if unread is None else unread)  # (read only by contextual keys' fallback)
         keyword = _context(
             store, keyword, near, seen, idf, admit=store.context_key_admit, others=vector, line=line, plain=plain,
-            user=scope.user_id,
+            user=scope.user_id, cut=None if store.min_similarity > 0 else limit,
         )  # fmt: skip
         if store.min_similarity > 0:
             # A record no query word matches still needs the floor: only vector candidates that passed it enter.
@@ -336,6 +336,7 @@ def _context(
     line: Timeline | None = None,
     plain: bool = False,
     user: str | None = None,
+    cut: int | None = None,
 ) -> list[tuple[int, float]]:
     """``keyword`` with contextual keys (:func:`ranking.context_keys`), from what the neighbour lookup read.
 
@@ -351,7 +352,7 @@ def _context(
     users = None if line is None or store.keyword_index != "fts5" else store.ann.words.users
     rent = users is not None and line is not None and (whole is None or whole.size != len(line.rids))
     start = time.thread_time() if rent else 0.0
-    found = _contextual(store, keyword, near, times, idf, admit=admit, others=others, line=line, plain=plain)
+    found = _contextual(store, keyword, near, times, idf, admit=admit, others=others, line=line, plain=plain, cut=cut)
     if rent and users is not None and line is not None:
         users.paid(user, line.gen, time.thread_time() - start)
     return found
@@ -368,8 +369,9 @@ def _contextual(
     others: Sequence[tuple[int, float]],
     line: Timeline | None,
     plain: bool,
+    cut: int | None = None,
 ) -> list[tuple[int, float]]:
-    """:func:`_context`'s work."""
+    """:func:`_context`'s work (``cut``: the caller keeps the first ``cut``, see :func:`~._timeline.context_in`)."""
     if plain and line is not None:
         reach = max(store.context_window if store.context_weight else 0, store.context_key_window)
         found = context_in(
@@ -383,6 +385,7 @@ def _contextual(
             seconds=store.session_gap.total_seconds(),
             admit=admit,
             others=[rid for rid, _ in others],
+            cut=cut,
         )
         if found is not None:
             return found
@@ -859,9 +862,7 @@ def placed(
         steps.append((store.length_weight, lengths))
     cut = k is not None and len(ranked) > k
     # The timeline groups its records into sessions from their positions (the same sessions, see sessions_of).
-    grouping = (
-        None if line is None else functools.partial(line.sessions_of, seconds=store.session_gap.total_seconds())
-    )
+    grouping = None if line is None else functools.partial(line.sessions_of, seconds=store.session_gap.total_seconds())
     if not wide:
         # What is known of each candidate, in ``ranked``'s order (one C-level pass; None: not read).
         rids = every if store.session_weight or (cut and steps) else []

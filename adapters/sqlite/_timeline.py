@@ -37,7 +37,7 @@ import math
 import operator
 import re
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -524,8 +524,11 @@ def context_in(
     seconds: float,
     admit: bool = False,
     others: Sequence[int] = (),
+    cut: int | None = None,
 ) -> list[tuple[int, float]] | None:
-    """:func:`memoryport.ranking.context_keys` from ``line``'s positions; None: ask it.
+    """:func:`memoryport.ranking.context_keys` from ``line``'s positions; None: ask it. ``cut``: the caller keeps
+    only the first ``cut`` (with ``admit`` the answer may then end there: the records that enter with their credit
+    alone are ordered only where they can reach those).
 
     For ``near`` as :func:`sides_in` reads it from ``line`` without filters: each
     key's ``reach`` nearest records on each side (checked by count), in a timeline
@@ -634,7 +637,7 @@ def context_in(
     if not any(taken_by):
         return list(keyword)
     if admit:
-        return _credited(line, keyword, list(targets), held_of, taken_by, idf, weight, others, near, looked, reach)
+        return _credited(line, keyword, list(targets), held_of, taken_by, idf, weight, others, near, looked, reach, cut)
     # Keyword candidates only: each one's words, their sum once per set of words, the candidates re-sorted.
     credit: dict[int, set[str]] = {}
     for (word, _), given_to in zip(held_of, taken_by, strict=True):
@@ -673,10 +676,12 @@ def _credited(
     near: Mapping[int, Sequence[tuple[int, int]]],
     looked: AbstractSet[int],
     reach: int,
+    cut: int | None = None,
 ) -> list[tuple[int, float]] | None:
     """:func:`context_in`'s scores and order with ``admit``, given the positions each query word is credited to
     (``taken_by``). With ``admit`` a few hundred records may take a word: only those are looked at, in C-level
-    passes over dicts keyed by position (nothing of the user's size)."""
+    passes over dicts keyed by position (nothing of the user's size). ``cut``: only the first ``cut`` are
+    returned."""
     if len(taken_by) > 62:
         return None  # (a bit per word, as before)
     codes: dict[int, int] = {}  # position -> the words credited to it, one bit each
@@ -706,15 +711,44 @@ def _credited(
             return None
         out[i] = (rid, score)
     if codes:
-        order = _entering_order(line, keyword, sorted(codes), others, near, looked, reach)
-        if order is None:
-            return None
         entered = {code: 0.0 + weight * total for code, total in sums.items()}
         if not all(map(math.isfinite, entered.values())):
             return None
+        # With ``cut``, only the records that can be among the first ``cut`` are ordered (most often none).
+        entering = sorted(codes) if cut is None else _reaching(out, codes, entered, cut)
+        order = _entering_order(line, keyword, entering, others, near, looked, reach) if entering else []
+        if order is None:
+            return None
         scores = map(entered.__getitem__, map(codes.__getitem__, order))
         out += zip(map(line.rids.__getitem__, order), scores, strict=True)
-    return sorted(out, key=_SCORE, reverse=True)  # best first, ties in order
+    best = sorted(out, key=_SCORE, reverse=True)  # best first, ties in order
+    return best if cut is None else best[:cut]
+
+
+def _reaching(
+    out: Sequence[tuple[int, float]], codes: Mapping[int, int], entered: Mapping[int, float], cut: int
+) -> list[int]:
+    """The positions (ascending) of the records entering with their credit alone (``codes``: position -> its
+    words, ``entered``: words -> its score) that the first ``cut`` of the ranking may hold: those of each score
+    that the candidates (``out``) and the higher entering scores leave room for. Among equal scores the
+    candidates come first, then the entering records in their order: a score with room is taken whole (the
+    ranking then cuts the ones of it past ``cut``)."""
+    count: Counter[float] = Counter()
+    for code, n in Counter(codes.values()).items():
+        count[entered[code]] += n
+    given = list(map(_SCORE, out))
+    room: set[float] = set()
+    higher = 0  # entering records scored above the one looked at
+    for value in sorted(count, reverse=True):
+        same = itertools.repeat(value)
+        if higher + sum(map(operator.gt, given, same)) + sum(map(operator.eq, given, same)) >= cut:
+            break
+        room.add(value)
+        higher += count[value]
+    if not room:
+        return []
+    taken = {code for code in entered if entered[code] in room}
+    return sorted(p for p, code in codes.items() if code in taken)
 
 
 def _entering_order(
