@@ -39,6 +39,17 @@ def bow_embedder(dim: int = 64, name: str = "bow-64") -> CallableEmbedder:
     return CallableEmbedder(lambda texts: bow_vectors(texts, dim), dim=dim, name=name)
 
 
+def hits_of(memory: Any, scope: Any, queries: list[str]) -> list[list[tuple[str, float, str]]]:
+    """Each query's hits (id, score, signal) at k=8, without filters and with ``{"n": 1}``: what a search path
+    must answer the same as another."""
+    out = []
+    for q in queries:
+        for kwargs in ({}, {"filters": {"n": 1}}):
+            hits = memory.search_sync(q, scope=scope, k=8, **kwargs)
+            out.append([(str(h.record.id), h.score, h.signal) for h in hits])
+    return out
+
+
 def python() -> str:
     return sys.executable
 

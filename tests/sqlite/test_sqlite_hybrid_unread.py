@@ -26,7 +26,7 @@ from memoryport import CallableEmbedder, MemoryRecord, MemoryScope, SQLiteMemory
 from memoryport.adapters.sqlite import _keyword_user, _search
 from memoryport.adapters.sqlite._timeline import Timeline, Timelines, sides_in
 
-from .support import bow_vectors
+from .support import bow_vectors, hits_of
 
 WORDS = ["tea", "green", "coffee", "walk", "river", "book", "piano", "garden", "storm", "lamp", "paint", "when"]
 OTHER = ["zinc", "quartz", "violet", "mango"]  # no query holds them: such records are vector candidates only
@@ -61,12 +61,7 @@ def _records(rng: random.Random, n: int, *, sessions: int, agents: int, mortal: 
 
 
 def _hits(memory: Any, scope: MemoryScope) -> list[list[tuple[str, float, str]]]:
-    out = []
-    for q in QUERIES:
-        for kwargs in ({}, {"filters": {"n": 1}}):
-            hits = memory.search_sync(q, scope=scope, k=8, **kwargs)
-            out.append([(str(h.record.id), h.score, h.signal) for h in hits])
-    return out
+    return hits_of(memory, scope, QUERIES)
 
 
 class _Hiding(dict):  # type: ignore[type-arg]

@@ -25,6 +25,8 @@ from memoryport.adapters.sqlite import _keyword_user, _search
 from memoryport.adapters.sqlite._rows import NEVER
 from memoryport.adapters.sqlite._timeline import Timeline, Timelines, sides_in
 
+from .support import hits_of
+
 WORDS = ["tea", "green", "coffee", "walk", "river", "book", "piano", "garden", "storm", "lamp", "Ann:", "when"]
 START = datetime(2023, 5, 1, tzinfo=timezone.utc)
 
@@ -102,12 +104,7 @@ QUERIES = ["tea river", "when did Ann walk", "green storm lamp piano", "Ann: boo
 
 
 def _hits(memory: Any, scope: MemoryScope) -> list[list[tuple[str, float, str]]]:
-    out = []
-    for q in QUERIES:
-        for kwargs in ({}, {"filters": {"n": 1}}):
-            hits = memory.search_sync(q, scope=scope, k=8, **kwargs)
-            out.append([(str(h.record.id), h.score, h.signal) for h in hits])
-    return out
+    return hits_of(memory, scope, QUERIES)
 
 
 @pytest.mark.parametrize("seed", range(6))
