@@ -164,13 +164,7 @@ class UserWords:
         if not len(docs):
             return docs, tf
         n = len(self.rids)
-        # FTS5's statistics of a file holding exactly these records: N rows, the bodies' tokens + one tenant token
-        # each. fts5_aux.c: aIDF[i] * ((aFreq[i] * (k1 + 1.0)) / (aFreq[i] + k1 * (1 - b + b * D / avgdl))),
-        # float64 as in C, element by element (the same operations whichever records are asked).
-        avgdl = (self.tokens + n) / n
-        d = (self.lengths[docs] + 1).astype(np.float64)
-        norm = K1 * ((1 - B) + B * d / avgdl)
-        done = self.asked[token] = (docs, fts5_idf(len(docs), n) * ((tf * (K1 + 1.0)) / (tf + norm)))
+        done = self.asked[token] = (docs, _bm25_terms(fts5_idf(len(docs), n), docs, tf, self.lengths, self.tokens, n))
         return done
 
     def extended(self, conn: Conn, line: Timeline) -> UserWords:
@@ -318,16 +312,23 @@ def build(conn: Conn, line: Timeline) -> UserWords:
 
 def _all_terms(docs: I32, tf: F64, lengths: I64, bounds: Sequence[int], tokens: int, n: int) -> F64:
     """Every posting's BM25 term (``docs``/``tf`` token after token, token ``i``'s at ``bounds[i]:bounds[i + 1]``),
-    exactly as :meth:`UserWords.postings` computes one token's: the same float64 operations element by element,
-    each token's IDF (``fts5_idf``, Python's ``math.log``) repeated over its postings. ~1-2 ms at 10k records, a
-    few percent of the build; the searches then slice instead of computing a new token's terms (~6 numpy
-    operations each, on records' lengths scattered across the array)."""
-    avgdl = (tokens + n) / n
-    d = (lengths[docs] + 1).astype(np.float64)
-    norm = K1 * ((1 - B) + B * d / avgdl)
+    exactly as :meth:`UserWords.postings` computes one token's (:func:`_bm25_terms`, each token's IDF repeated over
+    its postings). ~1-2 ms at 10k records, a few percent of the build; the searches then slice instead of computing
+    a new token's terms (~6 numpy operations each, on records' lengths scattered across the array)."""
     edges = np.asarray(bounds, dtype=np.int64)
     counts = edges[1:] - edges[:-1]
     idf = np.repeat(np.array([fts5_idf(int(c), n) for c in counts.tolist()], dtype=np.float64), counts)
+    return _bm25_terms(idf, docs, tf, lengths, tokens, n)
+
+
+def _bm25_terms(idf: float | F64, docs: I32, tf: F64, lengths: I64, tokens: int, n: int) -> F64:
+    """The BM25 term of each posting (``docs``, ``tf``) with ``idf`` (one per posting, or one for all) under FTS5's
+    statistics of a file holding exactly the index's ``n`` records: N rows, the bodies' ``tokens`` + one tenant
+    token each. fts5_aux.c: aIDF[i] * ((aFreq[i] * (k1 + 1.0)) / (aFreq[i] + k1 * (1 - b + b * D / avgdl))),
+    float64 as in C, element by element (the same operations whichever postings are asked)."""
+    avgdl = (tokens + n) / n
+    d = (lengths[docs] + 1).astype(np.float64)
+    norm = K1 * ((1 - B) + B * d / avgdl)
     out: F64 = idf * ((tf * (K1 + 1.0)) / (tf + norm))
     return out
 

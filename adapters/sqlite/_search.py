@@ -40,7 +40,7 @@ from ._rows import (
     tenant_token,
     us,
 )
-from ._timeline import Timeline, close_in, context_in, near_in, sides_in
+from ._timeline import Timeline, close_in, context_in, near_in, sides_in, text_shape
 from ._vectors import F32, INLINE_VECTORS, SPLIT_FROM, NotCached, Ranking
 
 if TYPE_CHECKING:
@@ -458,16 +458,7 @@ class _Unread(Mapping[int, tuple[int, Union[str, None], Union[str, None], str]])
 
     def rows(self, rids: Sequence[int]) -> Times:
         """What the entries of ``rids`` (held by the timeline) are or will be, without reading the others."""
-        line = self._line
-        ps = list(map(line.at.__getitem__, rids))
-        found = zip(
-            map(line.ats.__getitem__, ps),
-            map(line.sessions.__getitem__, ps),
-            map(line.agents.__getitem__, ps),
-            map(line.texts.__getitem__, ps),
-            strict=True,
-        )
-        return dict(zip(rids, found, strict=True))
+        return self._line.entries(rids)
 
     def __getitem__(self, rid: int) -> tuple[int, Union[str, None], Union[str, None], str]:
         return self.fill()[rid]
@@ -514,14 +505,10 @@ class _Known(Mapping[int, _Entry]):
         self.read: dict[int, _Entry] = {}  # rows read from the file (neither in ``times`` nor in ``line``)
 
     def __getitem__(self, rid: int) -> _Entry:
-        found = self._times.get(rid)
-        if found is not None:
-            return found
-        p = self._at.get(rid)
-        if p is None:
-            return self.read[rid]  # (KeyError: none holds it)
-        line = self._line
-        return (line.ats[p], line.sessions[p], line.agents[p], line.texts[p])
+        found = self.get(rid)
+        if found is None:
+            raise KeyError(rid)  # (none holds it)
+        return cast("_Entry", found)
 
     def get(self, rid: int, default: Any = None) -> Any:  # (hot: one lookup, no exception for a miss)
         found = self._times.get(rid)
@@ -803,20 +790,7 @@ def placed(
     elif unknown and line is not None and all(map(line.at.__contains__, unknown)):
         # (keyword search leaves them all to this: see search_hits) the timeline's columns, in C-level passes
         known = dict(known) if known is times else known
-        ps = list(map(line.at.__getitem__, unknown))
-        cast("dict[int, _Entry]", known).update(
-            zip(
-                unknown,
-                zip(
-                    map(line.ats.__getitem__, ps),
-                    map(line.sessions.__getitem__, ps),
-                    map(line.agents.__getitem__, ps),
-                    map(line.texts.__getitem__, ps),
-                    strict=True,
-                ),
-                strict=True,
-            )
-        )
+        cast("dict[int, _Entry]", known).update(line.entries(unknown))
         unknown = []
     for chunk in chunks(unknown):
         rows: dict[int, _Entry] = known.read if isinstance(known, _Known) else {}
@@ -937,24 +911,13 @@ def _lifts(
     fixed = (store.date_weight if dated else 0.0) + (store.time_weight if timed else 0.0)
     speaker, length, pivot = store.speaker_weight, store.length_weight, store.length_pivot
     prefix = ranking.SPEAKER_PREFIX
+    # The longest text, and a colon among any text's first ``prefix`` characters (see Timeline.shape).
+    longest, colon = text_shape(list(map(_TEXT, found)), prefix) if shape is None else shape
     most = fixed
-    if shape is not None:
-        longest, colon = shape
-        most += length * min(1.0, longest / pivot) if length and longest else 0.0
-        most += speaker if speaker and colon else 0.0
-    else:
-        said = list(map(_TEXT, found))
-        if length and said:
-            most += length * min(1.0, max(map(len, said)) / pivot)
-        # A colon among any text's first ``prefix`` characters: none when no text holds one at all
-        # (one search of the joined texts), else one C-level pass, no generator.
-        if (
-            speaker
-            and said
-            and ":" in "\n".join(said)
-            and max(map(str.find, said, itertools.repeat(":"), itertools.repeat(0), itertools.repeat(prefix))) >= 0
-        ):
-            most += speaker
+    if length and longest:
+        most += length * min(1.0, longest / pivot)
+    if speaker and colon:
+        most += speaker
 
     def least(rid: int) -> float:
         found = known.get(rid)

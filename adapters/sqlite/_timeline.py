@@ -248,8 +248,21 @@ class Timeline:
         here, found once per timeline (a few C-level passes over its texts)."""
         found = self.shapes.get(prefix)
         if found is None:
-            found = self.shapes[prefix] = _shape(self.texts, prefix)
+            found = self.shapes[prefix] = text_shape(self.texts, prefix)
         return found
+
+    def entries(self, rids: Sequence[int]) -> dict[int, tuple[int, str | None, str | None, str]]:
+        """rid -> ``(created_at, session_id, agent_id, text)`` (the search's ``Times`` entry) of each of ``rids``,
+        all held here, in C-level passes over the columns."""
+        ps = list(map(self.at.__getitem__, rids))
+        found = zip(
+            map(self.ats.__getitem__, ps),
+            map(self.sessions.__getitem__, ps),
+            map(self.agents.__getitem__, ps),
+            map(self.texts.__getitem__, ps),
+            strict=True,
+        )
+        return dict(zip(rids, found, strict=True))
 
     def appended(self, records: Sequence[MemoryRecord], rids: Sequence[int], gen: int) -> Timeline | None:
         """This timeline with ``records`` (stored as ``rids``) after its last record, at ``gen``; None when
@@ -296,7 +309,7 @@ class Timeline:
             shapes={
                 prefix: (max(longest, new[0]), colon or new[1])
                 for prefix, (longest, colon) in self.shapes.items()
-                for new in [_shape(texts, prefix)]
+                for new in [text_shape(texts, prefix)]
             },
         )
 
@@ -682,9 +695,7 @@ def _credited(
     (``taken_by``). With ``admit`` a few hundred records may take a word: only those are looked at, in C-level
     passes over dicts keyed by position (nothing of the user's size). ``cut``: only the first ``cut`` are
     returned."""
-    if len(taken_by) > 62:
-        return None  # (a bit per word, as before)
-    codes: dict[int, int] = {}  # position -> the words credited to it, one bit each
+    codes: dict[int, int] = {}  # position -> the words credited to it, one bit each (Python ints: any number)
     for i, taken in enumerate(taken_by):
         bit = 1 << i
         both = codes.keys() & taken
@@ -942,8 +953,10 @@ def _read(conn: Conn, user_id: str | None, gen: int) -> Timeline:
     )
 
 
-def _shape(texts: Sequence[str], prefix: int) -> tuple[int, bool]:
-    """:meth:`Timeline.shape` of ``texts``."""
+def text_shape(texts: Sequence[str], prefix: int) -> tuple[int, bool]:
+    """:meth:`Timeline.shape` of ``texts``: the longest one's length, and whether one has a colon within its first
+    ``prefix`` characters (none when no text holds one at all: one search of the joined texts; else one C-level
+    pass)."""
     if not texts:
         return 0, False
     longest = max(map(len, texts))

@@ -50,6 +50,19 @@ def hits_of(memory: Any, scope: Any, queries: list[str]) -> list[list[tuple[str,
     return out
 
 
+def statements_hits(
+    monkeypatch: Any, memory: Any, scope: Any, queries: list[str]
+) -> list[list[tuple[str, float, str]]]:
+    """:func:`hits_of` through the statements' path: no timeline (``Timelines.of`` and ``.current`` answer None,
+    as for a search on the caller's thread), restored after."""
+    from memoryport.adapters.sqlite._timeline import Timelines
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Timelines, "of", lambda self, conn, user: None)
+        patch.setattr(Timelines, "current", lambda self, conn, user: None)
+        return hits_of(memory, scope, queries)
+
+
 def python() -> str:
     return sys.executable
 

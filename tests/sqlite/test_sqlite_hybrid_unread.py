@@ -26,7 +26,7 @@ from memoryport import CallableEmbedder, MemoryRecord, MemoryScope, SQLiteMemory
 from memoryport.adapters.sqlite import _keyword_user, _search
 from memoryport.adapters.sqlite._timeline import Timeline, Timelines, sides_in
 
-from .support import bow_vectors, hits_of
+from .support import bow_vectors, hits_of, statements_hits
 
 WORDS = ["tea", "green", "coffee", "walk", "river", "book", "piano", "garden", "storm", "lamp", "paint", "when"]
 OTHER = ["zinc", "quartz", "violet", "mango"]  # no query holds them: such records are vector candidates only
@@ -127,11 +127,7 @@ def test_hybrid_hits_equal_the_statements_path(
         lookups.clear()
         warm = _hits(memory, scope)
         assert any(lookups)  # the unread path ran
-        monkeypatch.setattr(Timelines, "of", lambda self, conn, user: None)
-        monkeypatch.setattr(Timelines, "current", lambda self, conn, user: None)
-        expected = _hits(memory, scope)  # the statements' path: times read with the rows
-        monkeypatch.setattr(Timelines, "of", real_of)
-        monkeypatch.setattr(Timelines, "current", real_current)
+        expected = statements_hits(monkeypatch, memory, scope, QUERIES)  # the statements' path: times read too
         assert warm == expected
         # Contextual keys' fallback (context_keys on the unread times) gives the same hits.
         monkeypatch.setattr(_search, "context_in", lambda *a, **k: None)

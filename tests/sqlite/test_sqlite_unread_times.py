@@ -25,7 +25,7 @@ from memoryport.adapters.sqlite import _keyword_user, _search
 from memoryport.adapters.sqlite._rows import NEVER
 from memoryport.adapters.sqlite._timeline import Timeline, Timelines, sides_in
 
-from .support import hits_of
+from .support import hits_of, statements_hits
 
 WORDS = ["tea", "green", "coffee", "walk", "river", "book", "piano", "garden", "storm", "lamp", "Ann:", "when"]
 START = datetime(2023, 5, 1, tzinfo=timezone.utc)
@@ -122,11 +122,7 @@ def test_keyword_hits_equal_the_statements_path(
     for scope in scopes:
         _hits(memory, scope)  # builds the timeline and the word index
         warm = _hits(memory, scope)
-        monkeypatch.setattr(Timelines, "of", lambda self, conn, user: None)
-        monkeypatch.setattr(Timelines, "current", lambda self, conn, user: None)  # (a search on the caller's thread)
-        expected = _hits(memory, scope)  # the statements' path: times read with the rows
-        monkeypatch.setattr(Timelines, "of", real_of)
-        monkeypatch.setattr(Timelines, "current", real_current)
+        expected = statements_hits(monkeypatch, memory, scope, QUERIES)  # the statements' path: times read too
         assert warm == expected
         # Contextual keys' fallback (context_keys on the unread times) gives the same hits.
         monkeypatch.setattr(_search, "context_in", lambda *a, **k: None)
