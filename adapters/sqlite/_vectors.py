@@ -120,9 +120,12 @@ class Ranking:
         return int(self.matrix.size)
 
     def products(self, parts: int) -> list[Callable[[], None]]:
-        """The product split into ``parts`` row ranges (einsum only: below ``_BLAS_FROM``), to run before the call."""
+        """The product split into ``parts`` row ranges (einsum only: below ``_BLAS_FROM``), to run before the call.
+
+        One part is the whole product, alone: the call then only ranks its scores (another thread can do the
+        product, which holds the GIL only to start and to end, while the caller's thread goes on)."""
         rows = len(self.rids)
-        if parts < 2 or rows < parts or self.size >= _BLAS_FROM:
+        if parts < 1 or rows < parts or self.size >= _BLAS_FROM:
             return []
         scores: F32 = np.empty(rows, dtype=np.float32)
         self.scores = scores

@@ -422,6 +422,7 @@ def test_hybrid_with_the_product_in_two_parts_gives_the_same_hits(
     from memoryport.adapters.sqlite import _vectors
 
     monkeypatch.setattr(_search, "SPLIT_FROM", 0)
+    monkeypatch.setattr(_search, "_ALONE_BELOW", 0)  # (the test's products are small)
     split: list[int] = []
     products = _vectors.Ranking.products
 
@@ -501,3 +502,84 @@ def test_the_query_is_embedded_in_the_searchs_own_task(db_path: str, driver: str
     if how == "timeout-scope" and not hasattr(asyncio, "timeout"):
         pytest.skip("asyncio.timeout: Python 3.11+")
     asyncio.run(main())
+
+
+class _SlowPool:
+    """A numpy pool whose threads take each job ``delay`` seconds late (a busy or slow-waking pool), recording
+    in ``events`` when a job is taken."""
+
+    def __init__(self, pool: Any, delay: float, events: list[str]) -> None:
+        self.pool, self.delay, self.events = pool, delay, events
+
+    def submit(self, fn: Any, *args: Any) -> Any:
+        def late() -> Any:
+            time.sleep(self.delay)
+            self.events.append("taken")
+            return fn(*args)
+
+        return self.pool.submit(late)
+
+    def shutdown(self, wait: bool = True) -> None:
+        self.pool.shutdown(wait=wait)
+
+
+@pytest.mark.parametrize("busy", [False, True], ids=["taken", "busy-pool"])
+def test_the_product_is_taken_before_the_keyword_half_unless_the_pool_is_busy(
+    db_path: str, driver: str, busy: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hybrid search waits until a numpy thread has taken its product before it runs its keyword half (pure
+    Python, which holds the GIL the thread needs to start), at most ``_BEGIN_WAIT``: with a thread that comes
+    30 ms late, the keyword half starts after it when the wait is long enough, before it when it is not (a busy
+    pool: the search goes on). Either way the reference's hits, and the scores are ranked on the search's own
+    thread."""
+    monkeypatch.setattr(_search, "_ALONE_BELOW", 0)  # the test's small products on a numpy thread too
+    monkeypatch.setattr(_search, "_BEGIN_WAIT", 0.001 if busy else 30.0)
+    events: list[str] = []
+    ranked_on: list[str] = []
+    real_ranking = _search.keyword_ranking
+
+    def keyword_half(*args: Any, **kwargs: Any) -> Any:
+        events.append("keyword")
+        return real_ranking(*args, **kwargs)
+
+    monkeypatch.setattr(_search, "keyword_ranking", keyword_half)
+    real_call = _search.Ranking.__call__
+
+    def ranked(self: Any) -> Any:
+        ranked_on.append(threading.current_thread().name)
+        return real_call(self)
+
+    monkeypatch.setattr(_search.Ranking, "__call__", ranked)
+    embedder = CallableEmbedder(_embed, dim=DIM, name="bow")
+    memory: GuardedMemory[SQLiteStore] = SQLiteMemory(db_path, embedder=embedder, driver=driver)
+    try:
+        memory.add_sync(_records(5))
+        store = memory.store
+        store.numpy = _SlowPool(store.numpy, 0.03, events)  # type: ignore[assignment]
+        for query, scope, filters in list(_cases())[::4]:
+            events.clear()
+            hits = memory.search_sync(query, scope=scope, k=10, filters=filters)
+            expected = ["keyword", "taken"] if busy else ["taken", "keyword"]
+            assert events[:2] == expected, (query, events)
+            events.clear()
+            assert _as_rids(store, hits) == _reference(store, query, _unit(query), scope, 10, filters), (query, scope)
+        assert ranked_on and not any(name.startswith("memoryport-sqlite-numpy") for name in ranked_on)
+    finally:
+        memory.close()
+
+
+def test_a_small_product_runs_on_the_searchs_own_thread(db_path: str, driver: str) -> None:
+    """Below ``_ALONE_BELOW`` floats the product takes less than a hop to a numpy thread: none is asked."""
+    events: list[str] = []
+    embedder = CallableEmbedder(_embed, dim=DIM, name="bow")
+    memory: GuardedMemory[SQLiteStore] = SQLiteMemory(db_path, embedder=embedder, driver=driver)
+    try:
+        memory.add_sync(_records(6))
+        store = memory.store
+        store.numpy = _SlowPool(store.numpy, 0.0, events)  # type: ignore[assignment]
+        for query, scope, filters in list(_cases())[::4]:
+            hits = memory.search_sync(query, scope=scope, k=10, filters=filters)
+            assert _as_rids(store, hits) == _reference(store, query, _unit(query), scope, 10, filters), (query, scope)
+        assert events == []
+    finally:
+        memory.close()

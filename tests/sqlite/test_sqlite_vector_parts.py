@@ -1,19 +1,21 @@
-"""The vector ranking's product in parts (hybrid search at SPLIT_FROM floats): the same scores to the bit."""
+"""The vector ranking's product in parts (hybrid search at SPLIT_FROM floats), or alone on another thread (one
+part): the same scores to the bit."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from memoryport.adapters.sqlite._vectors import Ranking
+from memoryport.adapters.sqlite import _vectors
+from memoryport.adapters.sqlite._vectors import Ranking, dot
 
 
-@pytest.mark.parametrize("parts", [2, 3, 7])
+@pytest.mark.parametrize("parts", [1, 2, 3, 7])
 def test_products_in_parts_give_the_same_ranking_as_one_product(parts: int) -> None:
     rng = np.random.default_rng(parts)
     for trial in range(40):
         rows = int(rng.integers(0, 300))
-        dim = int(rng.choice([3, 16, 384]))
+        dim = int(rng.choice([3, 16, 64, 384]))
         matrix = rng.standard_normal((rows, dim)).astype(np.float32)
         if rows > 4:
             matrix[1] = matrix[0]  # a tie
@@ -31,16 +33,22 @@ def test_products_in_parts_give_the_same_ranking_as_one_product(parts: int) -> N
             job()
         if jobs:
             assert split.scores is not None
-            assert split.scores.tobytes() == np.einsum("ij,j->i", matrix, qvec).tobytes()
+            assert split.scores.tobytes() == dot(matrix, qvec).tobytes()
         assert split() == whole(), trial
 
 
-def test_no_parts_for_one_part_or_a_blas_sized_matrix(monkeypatch: pytest.MonkeyPatch) -> None:
-    from memoryport.adapters.sqlite import _vectors
-
+def test_no_parts_for_none_or_a_blas_sized_matrix(monkeypatch: pytest.MonkeyPatch) -> None:
     matrix = np.ones((10, 4), dtype=np.float32)
-    job = Ranking(np.arange(10), matrix, np.full(10, 2**62), matrix[0], 3, 0, None)
-    assert job.products(1) == []
+
+    def job() -> Ranking:
+        return Ranking(np.arange(10), matrix, np.full(10, 2**62), matrix[0], 3, 0, None)
+
+    assert job().products(0) == []
+    alone = job()
+    [part] = alone.products(1)
+    part()
+    assert alone() == [(0, 4.0), (1, 4.0), (2, 4.0)]
     monkeypatch.setattr(_vectors, "_BLAS_FROM", 40)  # BLAS has threads of its own
-    assert job.products(2) == []
-    assert job() == [(0, 4.0), (1, 4.0), (2, 4.0)]
+    blas = job()
+    assert blas.products(1) == blas.products(2) == []
+    assert blas() == [(0, 4.0), (1, 4.0), (2, 4.0)]
