@@ -4,6 +4,7 @@ Run from the repository root::
 
     python -m benchmarks.sqlite_bench --sizes 10000 100000 --tenant-others 1000000
     python -m benchmarks.sqlite_bench --quick          # a tiny smoke run
+    python -m benchmarks.sqlite_bench --only search --sizes 10000 --plain-hybrid   # + hybrid's floor
 
 What it measures (every figure a median; methods interleaved query by query so
 that ratios share the machine's noise):
@@ -17,6 +18,11 @@ that ratios share the machine's noise):
    vectors, and sqlite-vec ``vec0`` KNN when it can be loaded;
 3. the tenant test: one user's 10,000 records searched inside a file holding
    many other users' records, against the same 10,000 alone.
+
+``--plain-hybrid`` adds, in the same rotation, a hybrid search with every
+contextual step off (``PLAIN_OPTIONS``): the two halves' candidates fused and
+nothing else, the floor of hybrid search on this machine before any step
+that ranks by context.
 
 Texts are sentences drawn from the word frequencies of the LoCoMo conversations
 (``../shared/data/locomo``) when present, else from a Zipf law over pseudo-words.
@@ -275,8 +281,23 @@ def raw_fts5(path: Path, driver: str) -> Callable[[str], Any]:
     return query
 
 
+#: ``--plain-hybrid``: hybrid search with every contextual step off, so only the fusion of the two halves'
+#: candidates is left (what hybrid search costs before the steps that rank by context).
+PLAIN_HYBRID = "hybrid, contextual steps off (fusion only)"
+PLAIN_OPTIONS: dict[str, Any] = {
+    "context_weight": 0.0,
+    "context_key_weight": 0.0,
+    "previous_weight": 0.0,
+    "session_weight": 0.0,
+    "date_weight": 0.0,
+    "speaker_weight": 0.0,
+    "time_weight": 0.0,
+    "length_weight": 0.0,
+}
+
+
 async def bench_search(
-    corpus: Corpus, n: int, queries: int, folder: Path, with_vec0: bool
+    corpus: Corpus, n: int, queries: int, folder: Path, with_vec0: bool, plain: bool = False
 ) -> tuple[list[list[Any]], dict[str, Any]]:
     texts = corpus.texts(n)
     vectors = corpus.vectors(n)
@@ -294,10 +315,13 @@ async def bench_search(
     hybrid = SQLiteMemory(path, embedder=embedder, search_mode="hybrid")
     vector = SQLiteMemory(path, embedder=embedder, search_mode="vector")
     keyword = SQLiteMemory(path, embedder=embedder, search_mode="keyword")
+    bare = SQLiteMemory(path, embedder=embedder, search_mode="hybrid", **PLAIN_OPTIONS) if plain else None
     start = time.perf_counter()
     await vector.search(qtexts[0], scope=user, k=K)
     cold = time.perf_counter() - start
     await hybrid.search(qtexts[0], scope=user, k=K)
+    if bare is not None:
+        await bare.search(qtexts[0], scope=user, k=K)
     matrix = vectors.copy()  # numpy's own in-RAM copy of the same vectors
     knn = sqlite_vec_index(folder / f"vec0-{n}.db", vectors) if with_vec0 else None
 
@@ -311,6 +335,8 @@ async def bench_search(
         "numpy brute force (X @ q, BLAS)": lambda i: numpy_topk(matrix, qvecs[i]),
         "numpy brute force (einsum, 1 thread)": lambda i: numpy_topk(matrix, qvecs[i], blas=False),
     }
+    if bare is not None:
+        methods[PLAIN_HYBRID] = run(bare)
     if knn is not None:
         methods["sqlite-vec vec0 KNN"] = lambda i: knn(qvecs[i])
     raw = raw_fts5(path, keyword.store.driver_name)
@@ -323,7 +349,7 @@ async def bench_search(
         ours = [h.record.text for h in await vector.search(qtexts[i], scope=user, k=K)]
         ref = [texts[j] for j in numpy_topk(matrix, qvecs[i])]
         agree.append(len(set(ours) & set(ref)) / K)
-    for m in (hybrid, vector, keyword):
+    for m in (hybrid, vector, keyword, *([bare] if bare is not None else [])):
         await m.aclose()
     # Ratios are to the faster numpy variant of this run.
     base = min(median_ms(t) for name, t in times.items() if name.startswith("numpy"))
@@ -356,6 +382,16 @@ async def bench_search(
             / max(used["keyword (FTS5 BM25)"], used["vector (cosine)"], 1e-9),
         ],
     }
+    if bare is not None:
+        slower = max(med["keyword (FTS5 BM25)"], med["vector (cosine)"])
+        info["plain"] = [
+            n,
+            slower,
+            med["hybrid (score fusion + neighbours)"],
+            med["hybrid (score fusion + neighbours)"] / slower,
+            med[PLAIN_HYBRID],
+            med[PLAIN_HYBRID] / slower,
+        ]
     return rows, info
 
 
@@ -486,6 +522,9 @@ async def main(argv: Sequence[str] | None = None) -> str:
     parser.add_argument("--vec0-max", type=int, default=100_000, help="largest size compared with sqlite-vec")
     parser.add_argument("--only", choices=["add", "search", "tenant"], nargs="+", default=["add", "search", "tenant"])
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks that the harness runs")
+    parser.add_argument(
+        "--plain-hybrid", action="store_true", help="search: also hybrid with every contextual step off (its floor)"
+    )
     parser.add_argument("--dir", default=None, help="scratch folder (default: a temporary one)")
     parser.add_argument("--out", default=None, help="also write the tables to this Markdown file")
     args = parser.parse_args(argv)
@@ -540,13 +579,18 @@ async def search_section(args: argparse.Namespace, corpus: Corpus, folder: Path,
     rows: list[list[Any]] = []
     infos: list[list[Any]] = []
     floors: list[list[Any]] = []
+    plains: list[list[Any]] = []
     floors_cpu: list[list[Any]] = []
     for n in args.sizes:
-        r, info = await bench_search(corpus, n, args.queries, folder, with_vec0=n <= args.vec0_max)
+        r, info = await bench_search(
+            corpus, n, args.queries, folder, with_vec0=n <= args.vec0_max, plain=args.plain_hybrid
+        )
         rows += r
         infos.append([n, info["cold_vector_ms"], info["recall_vs_numpy"]])
         floors.append(info["floors"])
         floors_cpu.append(info["floors_cpu"])
+        if "plain" in info:
+            plains.append(info["plain"])
         for f in (folder / f"search-{n}.db", folder / f"vec0-{n}.db"):
             remove(f)
     emit(f"\n### Search latency, one user holding every record, k={K}, {DIM}-d ({args.queries} queries)\n")
@@ -567,6 +611,18 @@ async def search_section(args: argparse.Namespace, corpus: Corpus, folder: Path,
     )
     header = ["records", "raw FTS5 CPU ms", "keyword CPU ms", "keyword / raw", "vector CPU ms", "hybrid CPU ms"]
     emit(table([*header, "hybrid / slower half"], floors_cpu))
+    if plains:
+        emit(
+            "\nHybrid with every contextual step off (neighbours, contextual keys, previous turn, sessions, dates,"
+            " speakers, when, length): the two halves' candidates fused, nothing else (wall medians):\n"
+        )
+        emit(
+            table(
+                ["records", "slower half ms", "hybrid ms", "hybrid / slower half", "fusion only ms",
+                 "fusion only / slower half"],
+                plains,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -45,3 +45,13 @@ async def test_erase_bench_runs_at_a_tiny_size() -> None:
     assert text.count("\n| 300 |") == 2
     # Every erase path measured is a whole erasure: the rebuild is part of it.
     assert all(r["delete 1 by id"] > 0 and r["erase a user"] > 0 and r["VACUUM + checkpoint"] > 0 for r in rows)
+
+
+@pytest.mark.anyio
+async def test_sqlite_bench_plain_hybrid_row(tmp_path: Path) -> None:
+    """``--plain-hybrid``: hybrid with every contextual step off, in the same rotation, and its own table."""
+    text = await main(
+        ["--only", "search", "--sizes", "300", "--queries", "3", "--plain-hybrid", "--dir", str(tmp_path / "s")]
+    )
+    assert "| hybrid, contextual steps off (fusion only) | 300 |" in text
+    assert "fusion only / slower half" in text and "\n| 300 | " in text.split("fusion only / slower half")[1]

@@ -220,6 +220,7 @@ def test_not_cached_comes_before_any_work_on_a_numpy_thread(
         submitted: list[Any] = []
         real = store.numpy.submit
         monkeypatch.setattr(store.numpy, "submit", lambda *a, **k: submitted.append(a) or real(*a, **k))
+        monkeypatch.setattr(_search, "_ALONE_BELOW", 0)  # (the test's small product, too, on a numpy thread)
         qvec = np.asarray(_unit("tea river"))
 
         def here(conn: Any) -> Any:
