@@ -12,7 +12,8 @@ Run from the repository root::
 
 ``fixed``: one user's ``n`` records; the public vector search, the store
 without its guard, and numpy brute force over the same matrix (``einsum``, one
-thread, and BLAS ``X @ q``), interleaved query by query; then where one
+thread, BLAS ``X @ q``, and with numpy >= 2 ``vecdot``, one thread: the loop the
+store's own product runs at 64 dimensions or more), interleaved query by query; then where one
 search's time goes (thread CPU time of each step run alone, on this thread).
 Every side starts from the query's text: numpy's rows get its vector from the
 same (lookup) embedder as the store does, awaited, then rank it as given (the
@@ -114,8 +115,10 @@ def load_json(path: Path) -> Any:
     return json.loads(path.read_text())
 
 
-def topk(matrix: np.ndarray[Any, Any], q: np.ndarray[Any, Any], k: int = K, blas: bool = True) -> Any:
-    scores = matrix @ q if blas else np.einsum("ij,j->i", matrix, q)
+def topk(matrix: np.ndarray[Any, Any], q: np.ndarray[Any, Any], k: int = K, blas: bool | str = True) -> Any:
+    """numpy's brute force: ``blas`` True ``X @ q`` (BLAS gemv, its threads), False ``einsum``'s loop, ``"vecdot"``
+    one single-threaded BLAS dot per row (numpy >= 2); then ``argpartition`` and a sort of the k."""
+    scores = np.vecdot(matrix, q) if blas == "vecdot" else (matrix @ q if blas else np.einsum("ij,j->i", matrix, q))
     top = np.argpartition(-scores, k - 1)[:k]
     return top[np.argsort(-scores[top])]
 
@@ -139,7 +142,7 @@ async def fixed(n: int, queries: int, folder: Path) -> list[str]:
     store = memory.store
     matrix = vectors.copy()
 
-    async def brute(i: int, blas: bool) -> Any:
+    async def brute(i: int, blas: bool | str) -> Any:
         # The same work as memoryport's side up to the ranking: the query's text through the same
         # embedder (here a lookup: np.stack of one row), awaited; numpy then ranks its row as given.
         qvec = (await embedder.embed([qtexts[i]]))[0]
@@ -151,6 +154,8 @@ async def fixed(n: int, queries: int, folder: Path) -> list[str]:
         "numpy brute force (einsum, 1 thread)": lambda i: brute(i, blas=False),
         "numpy brute force (X @ q, BLAS)": lambda i: brute(i, blas=True),
     }
+    if hasattr(np, "vecdot"):  # numpy >= 2: what the store's product runs at 64 dimensions or more
+        methods["numpy brute force (vecdot, 1 thread)"] = lambda i: brute(i, blas="vecdot")
     times = await interleaved(methods, queries)
     base = min(median_ms(t) for name, t in times.items() if name.startswith("numpy"))
     rows = [
@@ -190,6 +195,7 @@ async def profile_steps(
         ),
         "10 records by rid, built": lambda i: [record_from_row(r) for r in rows_by_rid(conn, rids).values()],
         "numpy einsum + argpartition alone": lambda i: topk(matrix, qvecs[i], blas=False),
+        "numpy vecdot + argpartition alone": lambda i: topk(matrix, qvecs[i], blas="vecdot"),
         "an empty hop to a worker thread and back (wall)": lambda i: hop(),
     }
     cpu: dict[str, list[float]] = {name: [] for name in steps}

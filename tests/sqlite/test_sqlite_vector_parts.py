@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from memoryport.adapters.sqlite import _vectors
-from memoryport.adapters.sqlite._vectors import Ranking, dot
+from memoryport.adapters.sqlite._vectors import Ranking, dot, rows_dot
 
 
 @pytest.mark.parametrize("parts", [1, 2, 3, 7])
@@ -52,3 +52,20 @@ def test_no_parts_for_none_or_a_blas_sized_matrix(monkeypatch: pytest.MonkeyPatc
     blas = job()
     assert blas.products(1) == blas.products(2) == []
     assert blas() == [(0, 4.0), (1, 4.0), (2, 4.0)]
+
+
+@pytest.mark.parametrize("dim", [1, 16, 63, 64, 65, 384, 1536])
+def test_rows_dot_sums_each_row_alone_whatever_the_loop(dim: int) -> None:
+    """Each row's score the same bits whatever rows come with it (so parts on any thread agree), and close to
+    float64's on either side of the vecdot / einsum switch."""
+    rng = np.random.default_rng(dim)
+    matrix = rng.standard_normal((97, dim)).astype(np.float32)
+    q = rng.standard_normal(dim).astype(np.float32)
+    whole = rows_dot(matrix, q)
+    assert whole.dtype == np.float32 and whole.shape == (97,)
+    for start, end in [(0, 1), (5, 9), (40, 97), (0, 97)]:
+        out = np.empty(end - start, dtype=np.float32)
+        assert rows_dot(matrix[start:end], q, out=out) is out
+        assert out.tobytes() == whole[start:end].tobytes()
+    exact = matrix.astype(np.float64) @ q.astype(np.float64)
+    assert np.allclose(whole, exact, rtol=1e-4, atol=1e-4 * np.sqrt(dim))
