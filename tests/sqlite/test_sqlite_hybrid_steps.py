@@ -15,10 +15,11 @@ a while, and one that fails.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -523,6 +524,23 @@ class _SlowPool:
         self.pool.shutdown(wait=wait)
 
 
+@contextlib.contextmanager
+def _behind_a_pool(
+    db_path: str, driver: str, seed: int, delay: float, events: list[str]
+) -> Iterator[tuple[GuardedMemory[SQLiteStore], SQLiteStore]]:
+    """A hybrid memory holding ``_records(seed)`` whose numpy pool takes each job ``delay`` seconds late."""
+    memory: GuardedMemory[SQLiteStore] = SQLiteMemory(
+        db_path, embedder=CallableEmbedder(_embed, dim=DIM, name="bow"), driver=driver
+    )
+    try:
+        memory.add_sync(_records(seed))
+        store = memory.store
+        store.numpy = _SlowPool(store.numpy, delay, events)  # type: ignore[assignment]
+        yield memory, store
+    finally:
+        memory.close()
+
+
 @pytest.mark.parametrize("busy", [False, True], ids=["taken", "busy-pool"])
 def test_the_product_is_taken_before_the_keyword_half_unless_the_pool_is_busy(
     db_path: str, driver: str, busy: bool, monkeypatch: pytest.MonkeyPatch
@@ -550,12 +568,7 @@ def test_the_product_is_taken_before_the_keyword_half_unless_the_pool_is_busy(
         return real_call(self)
 
     monkeypatch.setattr(_search.Ranking, "__call__", ranked)
-    embedder = CallableEmbedder(_embed, dim=DIM, name="bow")
-    memory: GuardedMemory[SQLiteStore] = SQLiteMemory(db_path, embedder=embedder, driver=driver)
-    try:
-        memory.add_sync(_records(5))
-        store = memory.store
-        store.numpy = _SlowPool(store.numpy, 0.03, events)  # type: ignore[assignment]
+    with _behind_a_pool(db_path, driver, 5, 0.03, events) as (memory, store):
         for query, scope, filters in list(_cases())[::4]:
             events.clear()
             hits = memory.search_sync(query, scope=scope, k=10, filters=filters)
@@ -563,23 +576,14 @@ def test_the_product_is_taken_before_the_keyword_half_unless_the_pool_is_busy(
             assert events[:2] == expected, (query, events)
             events.clear()
             assert _as_rids(store, hits) == _reference(store, query, _unit(query), scope, 10, filters), (query, scope)
-        assert ranked_on and not any(name.startswith("memoryport-sqlite-numpy") for name in ranked_on)
-    finally:
-        memory.close()
+    assert ranked_on and not any(name.startswith("memoryport-sqlite-numpy") for name in ranked_on)
 
 
 def test_a_small_product_runs_on_the_searchs_own_thread(db_path: str, driver: str) -> None:
     """Below ``_ALONE_BELOW`` floats the product takes less than a hop to a numpy thread: none is asked."""
     events: list[str] = []
-    embedder = CallableEmbedder(_embed, dim=DIM, name="bow")
-    memory: GuardedMemory[SQLiteStore] = SQLiteMemory(db_path, embedder=embedder, driver=driver)
-    try:
-        memory.add_sync(_records(6))
-        store = memory.store
-        store.numpy = _SlowPool(store.numpy, 0.0, events)  # type: ignore[assignment]
+    with _behind_a_pool(db_path, driver, 6, 0.0, events) as (memory, store):
         for query, scope, filters in list(_cases())[::4]:
             hits = memory.search_sync(query, scope=scope, k=10, filters=filters)
             assert _as_rids(store, hits) == _reference(store, query, _unit(query), scope, 10, filters), (query, scope)
-        assert events == []
-    finally:
-        memory.close()
+    assert events == []
