@@ -73,6 +73,7 @@ from memoryport import GuardedMemory, MemoryRecord, MemoryScope, SQLiteMemory
 from memoryport.adapters.sqlite import ANN_THRESHOLD, SQLiteStore
 
 from .sqlite_bench import BATCH, DIM, Corpus, LookupEmbedder, interleaved, median_ms, table
+from .sqlite_bench import numpy_topk as topk  # numpy's brute force, the same in both benchmarks
 
 K = 10
 USER = MemoryScope(user_id="bench")
@@ -113,14 +114,6 @@ def save(path: Path, text: str) -> None:
 
 def load_json(path: Path) -> Any:
     return json.loads(path.read_text())
-
-
-def topk(matrix: np.ndarray[Any, Any], q: np.ndarray[Any, Any], k: int = K, blas: bool | str = True) -> Any:
-    """numpy's brute force: ``blas`` True ``X @ q`` (BLAS gemv, its threads), False ``einsum``'s loop, ``"vecdot"``
-    one single-threaded BLAS dot per row (numpy >= 2); then ``argpartition`` and a sort of the k."""
-    scores = np.vecdot(matrix, q) if blas == "vecdot" else (matrix @ q if blas else np.einsum("ij,j->i", matrix, q))
-    top = np.argpartition(-scores, k - 1)[:k]
-    return top[np.argsort(-scores[top])]
 
 
 # -- goal 6: the fixed cost ---------------------------------------------------------------

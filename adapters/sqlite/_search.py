@@ -197,9 +197,10 @@ def _hybrid(
     numpy thread beside the FTS5 query and the keyword candidates' neighbour
     lookup (SQLite, GIL released); only the neighbours of candidates found by
     vectors alone wait for it. A small product (below ``_ALONE_BELOW``
-    floats) runs first, here: the hops to a numpy thread cost more. A large product (``SPLIT_FROM`` floats) runs in
-    two parts, one per numpy thread (or, when the vector comes after the
-    keyword half, one here), with the same scores to the bit. Each candidate's neighbours come from its own
+    floats) runs first, here: the hops to a numpy thread cost more. A large
+    product (``SPLIT_FROM`` floats) runs in two parts, one per numpy thread
+    (or, when the vector comes after the keyword half, one here), with the
+    same scores to the bit. Each candidate's neighbours come from its own
     lookup, so splitting them in two changes nothing. Everything reads this
     transaction's snapshot: the vector job's inputs are read on this thread.
     ``load=False``: on the caller's thread (see :func:`search_hits`); the vector job raises

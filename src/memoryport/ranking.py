@@ -508,7 +508,7 @@ _DATE_PATTERNS = (
     ("month", re.compile(rf"\b{_MONTH},?\s+(?:of\s+)?{_YEAR}\b", re.IGNORECASE), (2, 1)),
     ("year", re.compile(rf"\b(?:in|during|of|since|from|for)\s+{_YEAR}\b", re.IGNORECASE), (1,)),
 )
-_ANY_YEAR = re.compile(r"(?:1[89]|2[01])\d\d")  # in every pattern: a query without one names no date
+_ANY_YEAR = re.compile(_YEAR)  # in every pattern: a query without one names no date
 
 
 def query_dates(query: str) -> tuple[datetime, datetime] | None:

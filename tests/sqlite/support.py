@@ -5,15 +5,17 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import random
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from memoryport import CallableEmbedder
+from memoryport import CallableEmbedder, MemoryRecord, MemoryScope
 from memoryport.ranking import query_terms
 
 HERE = Path(__file__).parent
@@ -22,6 +24,45 @@ WORKER = HERE / "worker.py"
 # Python's own sqlite3 (3.40 here: FTS5 'optimize' erasure) and a newer SQLite
 # from the pysqlite3-binary wheel (FTS5 secure-delete). CI installs both via the dev extra.
 DRIVERS = ["sqlite3", "pysqlite3"]
+
+
+def timeline_records(
+    rng: random.Random,
+    n: int,
+    words: Sequence[str],
+    start: datetime,
+    *,
+    sessions: int,
+    agents: int,
+    mortal: bool,
+    other: Sequence[str] = (),
+) -> list[MemoryRecord]:
+    """``n`` records of user ``ann`` in time order (gaps of 0 s to 2 h, ties included), from ``sessions``
+    session ids and ``agents`` agent ids; ``mortal``: every fifth expires in ten years. With ``other``, each
+    text starts with a speaker (``Ann:``, ``Ben:`` or none), and a quarter hold only ``other``'s words."""
+    out = []
+    at = start
+    for i in range(n):
+        at += timedelta(seconds=rng.choice([0, 1, 60, 7200]))
+        speaker, pool = "", words
+        if other:
+            speaker = rng.choice(["Ann: ", "Ben: ", ""])  # replies: previous_mode mixes a turn with another speaker's
+            if rng.random() < 0.25:
+                speaker, pool = "", other
+        out.append(
+            MemoryRecord(
+                scope=MemoryScope(
+                    user_id="ann",
+                    session_id=rng.choice(["s1", "s2", "s3"][:sessions]),
+                    agent_id=rng.choice(["bot", None][:agents]),
+                ),
+                text=speaker + " ".join(rng.choices(pool, k=rng.randint(1, 8))),
+                created_at=at,
+                expires_at=start + timedelta(days=3650) if mortal and i % 5 == 0 else None,
+                metadata={"n": i % 3},
+            )
+        )
+    return out
 
 
 def bow_vectors(texts: list[str], dim: int = 64) -> np.ndarray[Any, np.dtype[np.float32]]:

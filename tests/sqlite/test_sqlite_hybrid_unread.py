@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -26,7 +26,7 @@ from memoryport import CallableEmbedder, MemoryRecord, MemoryScope, SQLiteMemory
 from memoryport.adapters.sqlite import _keyword_user, _search
 from memoryport.adapters.sqlite._timeline import Timeline, Timelines, sides_in
 
-from .support import bow_vectors, hits_of, statements_hits
+from .support import bow_vectors, hits_of, statements_hits, timeline_records
 
 WORDS = ["tea", "green", "coffee", "walk", "river", "book", "piano", "garden", "storm", "lamp", "paint", "when"]
 OTHER = ["zinc", "quartz", "violet", "mango"]  # no query holds them: such records are vector candidates only
@@ -36,28 +36,7 @@ QUERIES = ["tea river", "when did Ann walk", "green storm lamp piano", "Ben: boo
 
 
 def _records(rng: random.Random, n: int, *, sessions: int, agents: int, mortal: bool) -> list[MemoryRecord]:
-    out = []
-    at = START
-    for i in range(n):
-        at += timedelta(seconds=rng.choice([0, 1, 60, 7200]))
-        speaker = rng.choice(["Ann: ", "Ben: ", ""])  # replies: previous_mode mixes a turn with another speaker's
-        words = WORDS
-        if rng.random() < 0.25:
-            speaker, words = "", OTHER
-        out.append(
-            MemoryRecord(
-                scope=MemoryScope(
-                    user_id="ann",
-                    session_id=rng.choice(["s1", "s2", "s3"][:sessions]),
-                    agent_id=rng.choice(["bot", None][:agents]),
-                ),
-                text=speaker + " ".join(rng.choices(words, k=rng.randint(1, 8))),
-                created_at=at,
-                expires_at=START + timedelta(days=3650) if mortal and i % 5 == 0 else None,
-                metadata={"n": i % 3},
-            )
-        )
-    return out
+    return timeline_records(rng, n, WORDS, START, sessions=sessions, agents=agents, mortal=mortal, other=OTHER)
 
 
 def _hits(memory: Any, scope: MemoryScope) -> list[list[tuple[str, float, str]]]:

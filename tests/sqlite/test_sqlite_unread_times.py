@@ -25,7 +25,7 @@ from memoryport.adapters.sqlite import _keyword_user, _search
 from memoryport.adapters.sqlite._rows import NEVER
 from memoryport.adapters.sqlite._timeline import Timeline, Timelines, sides_in
 
-from .support import hits_of, statements_hits
+from .support import hits_of, statements_hits, timeline_records
 
 WORDS = ["tea", "green", "coffee", "walk", "river", "book", "piano", "garden", "storm", "lamp", "Ann:", "when"]
 START = datetime(2023, 5, 1, tzinfo=timezone.utc)
@@ -80,24 +80,7 @@ def test_unread_times_equal_what_the_lookup_fills(seed: int) -> None:
 
 
 def _records(rng: random.Random, n: int, *, sessions: int, agents: int, mortal: bool) -> list[MemoryRecord]:
-    out = []
-    at = START
-    for i in range(n):
-        at += timedelta(seconds=rng.choice([0, 1, 60, 7200]))
-        out.append(
-            MemoryRecord(
-                scope=MemoryScope(
-                    user_id="ann",
-                    session_id=rng.choice(["s1", "s2", "s3"][:sessions]),
-                    agent_id=rng.choice(["bot", None][:agents]),
-                ),
-                text=" ".join(rng.choices(WORDS, k=rng.randint(1, 8))),
-                created_at=at,
-                expires_at=START + timedelta(days=3650) if mortal and i % 5 == 0 else None,
-                metadata={"n": i % 3},
-            )
-        )
-    return out
+    return timeline_records(rng, n, WORDS, START, sessions=sessions, agents=agents, mortal=mortal)
 
 
 QUERIES = ["tea river", "when did Ann walk", "green storm lamp piano", "Ann: book garden", "coffee"]
