@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 
 import pytest
@@ -28,7 +29,8 @@ def check_story(out: str) -> None:
     assert "Ann is vegetarian" in out.split("── Export")[1]
     assert "Lisbon" not in out.split("── Export")[1].split("── Erase")[0]
     assert "erased 1 memory of user=ben" in out
-    assert "4111" not in out.split("── Ann, chat 2")[1]
+    # Ben's card in any spacing; not a "4111" inside a random hex record id (that flaked ~1 run in 300)
+    assert re.search(r"(?<![0-9a-f])4111[ -]?1111", out.split("── Ann, chat 2")[1]) is None
 
 
 def test_demo_on_sqlite(capsys: pytest.CaptureFixture[str]) -> None:
